@@ -1,0 +1,68 @@
+"""ongrid-skills: a skill manager for LLM agents doing operations work.
+
+Load skills from allow-listed folders, gate every call by class and persona, run each call as a
+subprocess speaking JSON, and stream its stderr into a live timeline::
+
+    import asyncio, ongrid_skills
+
+    registry = ongrid_skills.load_registry(external_dirs=["/etc/ongrid/skills"])
+    execution = asyncio.run(ongrid_skills.execute(registry, "disk_cleaner", {"path": "/tmp"},
+                                                  confirm=True, on_event=print))
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .api import load_registry
+from .errors import (
+    ApprovalRequired,
+    ConfigError,
+    Denied,
+    InvalidArgs,
+    ManifestError,
+    NotFound,
+    SkillError,
+    UnknownPersona,
+    UnknownSkill,
+)
+from .execution import Event, Execution, Status
+from .persona import Persona
+from .policy import PermissionMode, Role, SkillClass
+from .registry import Registry
+from .service import execute
+from .settings import Settings
+from .skill import Skill
+
+__all__ = [
+    "ApprovalRequired",
+    "ConfigError",
+    "Denied",
+    "Event",
+    "Execution",
+    "InvalidArgs",
+    "ManifestError",
+    "NotFound",
+    "PermissionMode",
+    "Persona",
+    "Registry",
+    "Role",
+    "Settings",
+    "Skill",
+    "SkillClass",
+    "SkillError",
+    "Status",
+    "UnknownPersona",
+    "UnknownSkill",
+    "__version__",
+    "execute",
+    "load_registry",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        from importlib.metadata import version  # noqa: PLC0415
+
+        return version("ongrid-skills")
+    raise AttributeError(name)

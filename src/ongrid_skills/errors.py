@@ -1,0 +1,154 @@
+"""The one exception tree of ongrid-skills.
+
+Every error carries a stable ``code`` (snake_case). Doors map codes, never classes or messages:
+the CLI to exit codes, REST to HTTP statuses, MCP and the agent to the error envelope.
+
+::
+
+    SkillError                      code
+    ├── ConfigError                 invalid_config
+    ├── ManifestError               invalid_manifest   (parse or build failure of one file)
+    ├── NotFound                    not_found
+    │   ├── UnknownSkill            not_found
+    │   └── UnknownPersona          not_found
+    ├── InvalidRequest              invalid_request    (a malformed request, e.g. not JSON)
+    ├── InvalidArgs                 invalid_args       (.violations: pointer + message)
+    ├── Denied                      denied             (policy refused the call)
+    └── ApprovalRequired            approval_required  (human confirmation or signatures needed)
+
+A skill's own failure is not raised: it is the ``status`` and ``error`` of its Execution, with one
+of the codes of :data:`EXECUTION_ERROR_CODES`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+#: ``error.code`` values an Execution may carry, with their meaning.
+EXECUTION_ERROR_CODES: dict[str, str] = {
+    "exit_status": "the skill exited with a non-zero status",
+    "killed_by_signal": "the skill died by a signal it did not ask for",
+    "empty_output": "the skill exited 0 but wrote nothing on stdout",
+    "invalid_output": "stdout was not one valid UTF-8 JSON value",
+    "output_too_large": "stdout exceeded the 16 MiB cap; the process group was killed",
+    "timed_out": "the call exceeded its timeout; the process group was killed",
+    "cancelled": "the call was cancelled; the process group was killed",
+    "entry_rejected": "the entry failed its re-check just before spawning",
+    "spawn_failed": "the operating system refused to start the entry",
+    "invalid_args": "the args did not match the skill's schema",
+    "denied": "the permission gate refused the call",
+    "internal_error": "a built-in skill raised an unexpected exception",
+}
+
+
+class SkillError(Exception):
+    """Base of every error ongrid-skills raises on purpose."""
+
+    code = "skill_error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message}
+
+
+class ConfigError(SkillError):
+    """A setting (environment variable or config file entry) is malformed."""
+
+    code = "invalid_config"
+
+
+class ManifestError(SkillError):
+    """One manifest file could not be parsed (``kind='parse'``) or built (``kind='build'``)."""
+
+    code = "invalid_manifest"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str,
+        kind: str = "build",
+        name: str = "",
+        line: int = 1,
+        column: int = 1,
+        field: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.path = path
+        self.kind = kind
+        self.name = name
+        self.line = line
+        self.column = column
+        self.field = field
+
+
+class NotFound(SkillError):
+    code = "not_found"
+
+
+class UnknownSkill(NotFound):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"unknown skill {name!r}")
+        self.name = name
+
+
+class UnknownPersona(NotFound):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"unknown persona {name!r}")
+        self.name = name
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """One schema violation: where (a JSON pointer into the args) and what."""
+
+    pointer: str
+    message: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"pointer": self.pointer, "message": self.message}
+
+
+class InvalidRequest(SkillError):
+    """The request itself is malformed (not JSON, wrong shape) before any skill is involved."""
+
+    code = "invalid_request"
+
+
+class InvalidArgs(SkillError):
+    """The args are not a JSON object valid against the skill's schema; nothing was spawned."""
+
+    code = "invalid_args"
+
+    def __init__(self, skill: str, violations: list[Violation]) -> None:
+        listed = "; ".join(f"{v.pointer or '/'}: {v.message}" for v in violations)
+        super().__init__(f"invalid args for {skill!r}: {listed}")
+        self.skill = skill
+        self.violations = violations
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "message": self.message,
+            "details": [v.to_dict() for v in self.violations],
+        }
+
+
+class Denied(SkillError):
+    """The permission gate refused the call (class × persona mode × role)."""
+
+    code = "denied"
+
+
+class ApprovalRequired(SkillError):
+    """The call needs human confirmation or signatures before it may run."""
+
+    code = "approval_required"
+
+    def __init__(self, message: str, *, signatures_required: int) -> None:
+        super().__init__(message)
+        self.signatures_required = signatures_required

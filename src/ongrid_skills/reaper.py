@@ -1,0 +1,120 @@
+"""Orphan sweeping: kill what a skill left behind outside its process group (Linux).
+
+The manager makes itself a *child subreaper* (``PR_SET_CHILD_SUBREAPER``): a process whose
+parent dies is re-parented to the manager instead of init. A daemon that a skill detached with
+``setsid`` (so that ``killpg`` misses it) therefore becomes a child of ours once its parent skill
+process exits. After each call the sweeper lists our children (``/proc/self/task/*/children``),
+keeps those that are neither a running call's main process nor in the manager's own session, and
+kills the ones that can be attributed to the ending call:
+
+- a child still in the session of the ending call (the session id is the call's main pid);
+- a child in a session of its own that started before every other call still running (so it
+  cannot be theirs). Otherwise it is left for the sweep at the end of the next call.
+
+Processes the manager started itself in a new session through other code would look like
+orphans; ongrid-skills starts none, and embedders who do can disable the sweeper.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import os
+import signal
+import sys
+import time
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def _become_subreaper() -> bool:
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        return int(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _boot_ticks() -> float:
+    """Now, in the clock ticks since boot that /proc/<pid>/stat uses for start times."""
+    return time.clock_gettime(time.CLOCK_BOOTTIME) * os.sysconf("SC_CLK_TCK")
+
+
+class OrphanReaper:
+    def __init__(self) -> None:
+        self.enabled = _become_subreaper()
+        self.own_sid = os.getsid(0)
+        self.pid = os.getpid()
+        self.live: dict[int, float] = {}  # main pid of each running call -> start (boot ticks)
+
+    def call_started(self, pid: int) -> None:
+        if self.enabled:
+            self.live[pid] = _boot_ticks()
+
+    def call_ended(self, pid: int) -> None:
+        self.live.pop(pid, None)
+
+    def sweep(self, call_pid: int) -> int:
+        """Kill the orphans attributable to the call whose main pid was ``call_pid``."""
+        if not self.enabled or os.getpid() != self.pid:
+            return 0
+        killed = 0
+        for pid in _children(self.pid):
+            if pid in self.live:
+                continue
+            info = _stat(pid)
+            if info is None:
+                continue
+            sid, start = info
+            if sid == self.own_sid or sid in self.live:
+                continue
+            if sid != call_pid and any(start >= began - 1 for began in self.live.values()):
+                continue  # may belong to a call still running: a later sweep decides
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            _reap_soon(pid)
+        return killed
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as fh:
+                found.extend(int(p) for p in fh.read().split())
+        except OSError:
+            continue
+    return found
+
+
+def _stat(pid: int) -> tuple[int, float] | None:
+    """(session id, start time in boot ticks) of a process, or None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            raw = fh.read()
+    except OSError:
+        return None
+    fields = raw[raw.rfind(b")") + 2 :].split()
+    # fields[0] is the state (field 3 of proc(5)); session is field 6, starttime field 22.
+    return int(fields[3]), float(fields[19])
+
+
+def _reap_soon(pid: int) -> None:
+    """Reap a killed orphan without blocking for long (SIGKILL is prompt but asynchronous)."""
+    deadline = time.monotonic() + 0.5
+    while True:
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if done or time.monotonic() > deadline:
+            return
+        time.sleep(0.001)

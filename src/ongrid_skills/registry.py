@@ -1,0 +1,124 @@
+"""The registry: an immutable snapshot of skills and personas, and the holder that swaps it.
+
+A reload never edits a registry: it builds a whole new one and swaps the holder's reference in
+one assignment, so calls in flight keep the snapshot (and the Skill objects) they started with.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from types import MappingProxyType
+
+from .discovery import LoadReport, LogSink, load_external, load_personas
+from .errors import UnknownPersona, UnknownSkill
+from .persona import DEFAULT_PERSONA, Persona
+from .policy import SkillClass, mode_permits
+from .skill import DEFAULT_TIMEOUT_SECONDS, Skill
+
+
+class Registry:
+    """Skills by name and personas by name, frozen at build time."""
+
+    __slots__ = ("_names", "_personas", "_skills", "report")
+
+    def __init__(
+        self,
+        skills: Mapping[str, Skill],
+        personas: Mapping[str, Persona] | None = None,
+        report: LoadReport | None = None,
+    ) -> None:
+        self._skills: Mapping[str, Skill] = MappingProxyType(dict(skills))
+        self._names = tuple(sorted(self._skills))
+        merged = {DEFAULT_PERSONA.name: DEFAULT_PERSONA, **(personas or {})}
+        self._personas: Mapping[str, Persona] = MappingProxyType(merged)
+        self.report = report or LoadReport()
+
+    def __len__(self) -> int:
+        return len(self._skills)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._skills
+
+    @property
+    def skills(self) -> Mapping[str, Skill]:
+        return self._skills
+
+    @property
+    def personas(self) -> Mapping[str, Persona]:
+        return self._personas
+
+    def get(self, name: str) -> Skill:
+        try:
+            return self._skills[name]
+        except KeyError:
+            raise UnknownSkill(name) from None
+
+    def persona(self, name: str) -> Persona:
+        try:
+            return self._personas[name]
+        except KeyError:
+            raise UnknownPersona(name) from None
+
+    def list(
+        self,
+        *,
+        category: str | None = None,
+        skill_class: SkillClass | None = None,
+        query: str | None = None,
+        persona: Persona | None = None,
+    ) -> list[Skill]:
+        """Skills sorted by name, filtered; with a persona, only what it may run."""
+        out = []
+        needle = query.lower() if query else None
+        for name in self._names:
+            skill = self._skills[name]
+            if category and skill.category != category:
+                continue
+            if skill_class is not None and skill.skill_class is not skill_class:
+                continue
+            if needle and needle not in name and needle not in skill.description.lower():
+                continue
+            if persona is not None and not persona_permits(persona, skill):
+                continue
+            out.append(skill)
+        return out
+
+
+def persona_permits(persona: Persona, skill: Skill) -> bool:
+    """Whether a persona may be offered / run a skill at all (mode and tool lists)."""
+    return mode_permits(persona.permission_mode, skill.skill_class) and persona.permits_tool(
+        skill.name
+    )
+
+
+def build_registry(
+    external_dirs: Iterable[str] = (),
+    persona_dirs: Iterable[str] = (),
+    *,
+    sink: LogSink | None = None,
+    extra: Iterable[Skill] = (),
+    default_timeout: int = DEFAULT_TIMEOUT_SECONDS,
+) -> Registry:
+    """Load everything into a fresh Registry. ``extra`` skills (built-ins) register first."""
+    report = LoadReport()
+    skills: dict[str, Skill] = {s.name: s for s in extra}
+    load_external(list(external_dirs), skills, report, sink, default_timeout=default_timeout)
+    personas: dict[str, Persona] = {DEFAULT_PERSONA.name: DEFAULT_PERSONA}
+    load_personas(list(persona_dirs), personas, report, sink)
+    return Registry(skills, personas, report)
+
+
+class RegistryHolder:
+    """Owns the current Registry; :meth:`reload` builds a new one and swaps it atomically."""
+
+    def __init__(self, build: Callable[[], Registry]) -> None:
+        self._build = build
+        self._lock = threading.Lock()
+        self.current = build()
+
+    def reload(self) -> Registry:
+        with self._lock:
+            fresh = self._build()
+            self.current = fresh
+            return fresh

@@ -1,0 +1,94 @@
+"""JSON Schema (Draft 2020-12): checking a skill's schema, validating args against it.
+
+Validators are compiled once per distinct schema (keyed by its canonical JSON) and shared by
+every skill with the same schema; checking and compiling use jsonschema-rs (≈2 µs and ≈8 µs per
+schema), validating one small args object costs well under a microsecond.
+
+>>> schema_problem({"type": "object", "properties": {"n": {"type": "integer"}}}) is None
+True
+>>> schema_problem({"type": "array"})
+'schema type must be "object", got "array"'
+>>> [v.pointer for v in validate_args({"type": "object", "required": ["n"]}, {"x": 1})]
+['']
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from typing import Any
+
+import jsonschema_rs
+
+from .errors import Violation
+
+EMPTY_OBJECT_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
+DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
+_ACCEPTED_DIALECTS = {DRAFT_2020_12, DRAFT_2020_12 + "#"}
+
+
+def schema_problem(schema: object) -> str | None:
+    """Why ``schema`` is not an acceptable args schema, or None when it is."""
+    if not isinstance(schema, dict):
+        return f"schema must be a JSON object, got {json_type(schema)}"
+    dialect = schema.get("$schema")
+    if dialect is not None and dialect not in _ACCEPTED_DIALECTS:
+        return f"schema $schema must be {DRAFT_2020_12!r} (or absent), got {dialect!r}"
+    if "type" in schema and schema["type"] != "object":
+        return f'schema type must be "object", got {json.dumps(schema["type"])}'
+    try:
+        jsonschema_rs.meta.validate(schema)
+    except jsonschema_rs.ValidationError as exc:
+        pointer = "/" + "/".join(str(p) for p in exc.instance_path)
+        return f"schema is not a valid Draft 2020-12 schema at {pointer}: {exc.message}"
+    except (jsonschema_rs.ReferencingError, ValueError) as exc:
+        return f"schema cannot be compiled: {exc}"
+    return None
+
+
+def schema_key(schema: dict[str, Any]) -> str:
+    return json.dumps(schema, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+@lru_cache(maxsize=4096)
+def _compiled(key: str) -> jsonschema_rs.Draft202012Validator:
+    return jsonschema_rs.Draft202012Validator(json.loads(key))
+
+
+def validator_for(schema: dict[str, Any]) -> jsonschema_rs.Draft202012Validator:
+    return _compiled(schema_key(schema))
+
+
+def validate_args(
+    schema: dict[str, Any], args: object, validator: jsonschema_rs.Validator | None = None
+) -> list[Violation]:
+    """Every violation of ``args`` against ``schema``; empty when valid. Defaults not injected."""
+    if not isinstance(args, dict):
+        return [Violation("", f"args must be a JSON object, got {json_type(args)}")]
+    validator = validator or validator_for(schema)
+    if validator.is_valid(args):
+        return []
+    return [
+        Violation(pointer(err.instance_path), err.message) for err in validator.iter_errors(args)
+    ]
+
+
+def pointer(path: Any) -> str:
+    """A JSON pointer (RFC 6901) from a sequence of keys and indexes."""
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in path)
+
+
+def json_type(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__

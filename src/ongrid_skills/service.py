@@ -1,0 +1,131 @@
+"""One call of a skill, end to end: resolve → gate → validate → run → Execution.
+
+This is the local path (Python API and CLI). It raises typed errors for what the caller did
+wrong (unknown skill or persona, invalid args, denial, approval needed) and never for the skill's
+own failure, which is the Execution's ``status`` and ``error``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from functools import lru_cache
+from typing import Any
+
+from .errors import ApprovalRequired, Denied, InvalidArgs
+from .execution import Event, EventSink, Execution, Status
+from .paths import child_env
+from .persona import Persona
+from .policy import Decision, Role, decide
+from .registry import Registry
+from .runner import RunOutcome, SpawnSpec, SubprocessRunner
+from .skill import Skill
+
+
+@lru_cache(maxsize=1)
+def default_runner() -> SubprocessRunner:
+    """The runner used when none is passed (created on first use, not at import)."""
+    return SubprocessRunner()
+
+
+def gate(
+    skill: Skill,
+    persona: Persona | None,
+    *,
+    role: Role | None = None,
+    confirm: bool = False,
+    allow_dangerous: bool = False,
+) -> Decision:
+    """The permission decision for one call, including the persona's tool lists."""
+    if persona is not None and not persona.permits_tool(skill.name):
+        return Decision("deny", f"persona {persona.name} is not allowed the tool {skill.name}")
+    if not skill.available:
+        return Decision("deny", f"skill {skill.name} is unavailable: {skill.unavailable_reason}")
+    return decide(
+        skill.skill_class,
+        mode=persona.permission_mode if persona else None,
+        role=role,
+        confirmation_required=skill.confirmation_required,
+        confirmed=confirm,
+        dangerous_override=allow_dangerous,
+    )
+
+
+async def execute(
+    registry: Registry,
+    name: str,
+    args: Any,
+    *,
+    confirm: bool = False,
+    persona: str | None = None,
+    on_event: EventSink | None = None,
+    allow_dangerous: bool = False,
+    runner: SubprocessRunner | None = None,
+    requested_by: str | None = None,
+) -> Execution:
+    """Run ``name`` with ``args`` and return its Execution.
+
+    ``confirm`` is the human confirmation a mutating skill needs; ``allow_dangerous`` (with
+    ``confirm``) is the local break-glass for a dangerous skill. ``on_event`` receives each
+    timeline event as it happens. Raises UnknownSkill, UnknownPersona, Denied, InvalidArgs and
+    ApprovalRequired; a skill's own failure is in the returned Execution.
+    """
+    skill = registry.get(name)
+    who = registry.persona(persona) if persona else None
+    decision = gate(skill, who, confirm=confirm, allow_dangerous=allow_dangerous)
+    if decision.action == "deny":
+        raise Denied(decision.reason)
+    violations = skill.validate(args)
+    if violations:
+        raise InvalidArgs(name, violations)
+    if decision.action == "approve":
+        raise ApprovalRequired(decision.reason, signatures_required=decision.signatures_required)
+    execution = Execution(skill=name, args=args, persona=persona, requested_by=requested_by)
+    await run_skill(skill, execution, on_event, runner or default_runner())
+    return execution
+
+
+async def run_skill(
+    skill: Skill,
+    execution: Execution,
+    on_event: EventSink | None,
+    runner: SubprocessRunner,
+) -> None:
+    """Run an already-gated call and fill ``execution`` in place."""
+
+    def emit(event: Event) -> None:
+        if on_event is not None:
+            on_event(event)
+
+    execution.status = Status.RUNNING
+    execution.started_at = time.time()
+    emit(Event("status", {"status": "running", "skill": skill.name}))
+    target = skill.target
+    assert target is not None, "a subprocess skill always has a target"
+    spec = SpawnSpec(
+        entry=target.entry,
+        root=target.root,
+        cwd=target.folder,
+        env=child_env(target.env_allow, os.environ),
+        timeout_seconds=skill.timeout_seconds,
+        shown_root=target.shown_root,
+    )
+    payload = json.dumps(execution.args, ensure_ascii=False, separators=(",", ":")).encode()
+    outcome = await runner.run(spec, payload, emit)
+    apply_outcome(execution, outcome)
+    emit(Event("status", {"status": execution.status.value}))
+
+
+def apply_outcome(execution: Execution, outcome: RunOutcome) -> None:
+    execution.status = outcome.status
+    execution.result = outcome.result
+    execution.result_text = outcome.result_text
+    execution.error = outcome.error
+    execution.exit_code = outcome.exit_code
+    execution.signal = outcome.signal
+    execution.stderr_tail = outcome.stderr_tail
+    execution.orphans_killed = outcome.orphans_killed
+    execution.started_at = outcome.started_at or execution.started_at
+    execution.finished_at = time.time()
+    execution.duration_ms = outcome.duration_ms
