@@ -12,9 +12,14 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[test]'
 	touch $(STAMP)
 
+EXAMPLES := $(CURDIR)/examples/skills
+
+# Until the server lands, the main job lists the bundled examples and runs one end to end.
 run: $(STAMP)
-	$(BIN)/ongrid-skills list --category ''
-	$(BIN)/ongrid-skills run host_info '{}'
+	ONGRID_SKILLS_EXTERNAL_DIRS=$(EXAMPLES) $(BIN)/ongrid-skills list
+	ONGRID_SKILLS_EXTERNAL_DIRS=$(EXAMPLES) $(BIN)/ongrid-skills run host_info '{}'
+	ONGRID_SKILLS_EXTERNAL_DIRS=$(EXAMPLES) $(BIN)/ongrid-skills run disk_cleaner \
+		'{"path": "$(CURDIR)/examples", "dry_run": true}' --yes
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
