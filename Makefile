@@ -14,12 +14,11 @@ $(STAMP): pyproject.toml
 
 EXAMPLES := $(CURDIR)/examples/skills
 
-# Until the server lands, the main job lists the bundled examples and runs one end to end.
+# The main job: the server on the bundled examples, with the embedded SQLite store in .ongrid/.
+# The first start prints an admin token once.
 run: $(STAMP)
-	ONGRID_SKILLS_EXTERNAL_DIRS=$(EXAMPLES) $(BIN)/ongrid-skills list
-	ONGRID_SKILLS_EXTERNAL_DIRS=$(EXAMPLES) $(BIN)/ongrid-skills run host_info '{}'
-	ONGRID_SKILLS_EXTERNAL_DIRS=$(EXAMPLES) $(BIN)/ongrid-skills run disk_cleaner \
-		'{"path": "$(CURDIR)/examples", "dry_run": true}' --yes
+	ONGRID_SKILLS_EXTERNAL_DIRS=$${ONGRID_SKILLS_EXTERNAL_DIRS:-$(EXAMPLES)} \
+		$(BIN)/ongrid-skills serve --watch
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from .api import load_registry
 from .errors import (
     ApprovalRequired,
     ConfigError,
@@ -27,6 +26,7 @@ from .errors import (
     UnknownSkill,
 )
 from .execution import Event, Execution, Status
+from .loading import load_registry
 from .persona import Persona
 from .policy import PermissionMode, Role, SkillClass
 from .registry import Registry

@@ -16,8 +16,7 @@ from typing import Any, NoReturn
 
 import click
 
-from . import scaffold, validate
-from .api import load_registry
+from . import cli_server, scaffold, validate
 from .errors import (
     ApprovalRequired,
     Denied,
@@ -27,6 +26,7 @@ from .errors import (
     SkillError,
 )
 from .execution import Event, Execution, Status
+from .loading import load_registry
 from .policy import SkillClass
 from .registry import Registry
 from .service import execute
@@ -71,9 +71,9 @@ class Context:
     def registry(self) -> Registry:
         settings = self.settings()
         dirs = (*settings.external_dirs, *self.skills_dirs)
-        return load_registry(external_dirs=dirs, settings=settings, log=self._loader_line)
+        return load_registry(external_dirs=dirs, settings=settings, log=self.loader_line)
 
-    def _loader_line(self, line: str) -> None:
+    def loader_line(self, line: str) -> None:
         if not self.quiet:
             click.echo(line, err=True)
 
@@ -317,6 +317,9 @@ def _whoami() -> str:
 def _one_line(text: str, limit: int = 80) -> str:
     line = " ".join(text.split())
     return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+cli_server.register(cli)
 
 
 def main(argv: list[str] | None = None) -> Any:

@@ -14,7 +14,12 @@ the CLI to exit codes, REST to HTTP statuses, MCP and the agent to the error env
     ├── InvalidRequest              invalid_request    (a malformed request, e.g. not JSON)
     ├── InvalidArgs                 invalid_args       (.violations: pointer + message)
     ├── Denied                      denied             (policy refused the call)
-    └── ApprovalRequired            approval_required  (human confirmation or signatures needed)
+    ├── ApprovalRequired            approval_required  (human confirmation or signatures needed)
+    ├── Unauthorized                unauthorized       (no or bad credentials)
+    ├── Forbidden                   forbidden          (the principal's role does not allow it)
+    ├── Conflict                    conflict           (state does not allow it: signed twice…)
+    ├── TooLarge                    too_large          (request body over the limit)
+    └── Busy                        busy               (execution queue full)
 
 A skill's own failure is not raised: it is the ``status`` and ``error`` of its Execution, with one
 of the codes of :data:`EXECUTION_ERROR_CODES`.
@@ -152,3 +157,23 @@ class ApprovalRequired(SkillError):
     def __init__(self, message: str, *, signatures_required: int) -> None:
         super().__init__(message)
         self.signatures_required = signatures_required
+
+
+class Unauthorized(SkillError):
+    code = "unauthorized"
+
+
+class Forbidden(SkillError):
+    code = "forbidden"
+
+
+class Conflict(SkillError):
+    code = "conflict"
+
+
+class TooLarge(SkillError):
+    code = "too_large"
+
+
+class Busy(SkillError):
+    code = "busy"

@@ -113,6 +113,7 @@ class RegistryHolder:
     """Owns the current Registry; :meth:`reload` builds a new one and swaps it atomically."""
 
     def __init__(self, build: Callable[[], Registry]) -> None:
+        """``build`` makes a complete Registry; it runs now and on every reload."""
         self._build = build
         self._lock = threading.Lock()
         self.current = build()

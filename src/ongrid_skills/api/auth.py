@@ -1,0 +1,62 @@
+"""Bearer-token authentication: token → Principal, with a short cache of positive lookups."""
+
+from __future__ import annotations
+
+import time
+
+from fastapi import Request
+
+from ..errors import Unauthorized
+from ..policy import Role
+from ..principal import Principal
+from ..store import Store
+from ..store.tokens import TokenInfo
+
+CACHE_SECONDS = 2.0
+
+
+class Authenticator:
+    """Looks tokens up by hash. A revoked token stops working within ``CACHE_SECONDS``."""
+
+    def __init__(self, store: Store, cache_seconds: float = CACHE_SECONDS) -> None:
+        self.store = store
+        self.cache_seconds = cache_seconds
+        self._cache: dict[str, tuple[float, TokenInfo]] = {}
+
+    def principal(self, authorization: str | None) -> Principal:
+        if not authorization:
+            raise Unauthorized("missing Authorization: Bearer <token>")
+        scheme, _, token = authorization.partition(" ")
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token or len(token) > 512:
+            raise Unauthorized("expected Authorization: Bearer <token>")
+        now = time.monotonic()
+        cached = self._cache.get(token)
+        if cached is not None and now - cached[0] < self.cache_seconds:
+            info = cached[1]
+        else:
+            found = self.store.tokens.lookup(token)
+            if found is None:
+                self._cache.pop(token, None)
+                raise Unauthorized("invalid or revoked token")
+            info = found
+            if len(self._cache) > 10_000:
+                self._cache.clear()
+            self._cache[token] = (now, info)
+        return Principal(info.name, info.role)
+
+    def forget(self) -> None:
+        self._cache.clear()
+
+
+def bootstrap_admin_token(store: Store) -> str | None:
+    """On first start (no active token), create an admin token and return it, once."""
+    if store.tokens.count_active():
+        return None
+    token, _ = store.tokens.create("admin", Role.ADMIN, actor="manager")
+    return token
+
+
+def request_principal(request: Request) -> Principal:
+    auth: Authenticator = request.app.state.auth
+    return auth.principal(request.headers.get("authorization"))

@@ -1,0 +1,243 @@
+"""The REST routes of SPEC §9 (skills, executions, approvals, personas, audit, admin)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
+from fastapi.responses import JSONResponse
+from sse_starlette.sse import EventSourceResponse
+
+from ..errors import Forbidden, InvalidRequest
+from ..execution import Event, Execution, Status
+from ..manager import Manager
+from ..policy import Role, SkillClass
+from ..principal import Principal
+from .auth import request_principal
+from .bodies import DecisionBody, ExecuteBody
+
+router = APIRouter()
+Caller = Annotated[Principal, Depends(request_principal)]
+
+
+def manager_of(request: Request) -> Manager:
+    manager: Manager = request.app.state.manager
+    return manager
+
+
+Mgr = Annotated[Manager, Depends(manager_of)]
+
+
+def require(principal: Principal, role: Role) -> None:
+    order = [Role.VIEWER, Role.OPERATOR, Role.ADMIN]
+    if order.index(principal.role) < order.index(role):
+        raise Forbidden(f"this needs the {role.value} role; you are {principal.role.value}")
+
+
+# ---- health -------------------------------------------------------------------------------
+@router.get("/v1/health")
+def health(manager: Mgr) -> dict[str, Any]:
+    registry = manager.registry
+    return {
+        "status": "ok",
+        "skills": len(registry),
+        "personas": len(registry.personas),
+        "running": manager.running,
+        "queued": manager.waiting,
+        "loader_errors": len(registry.report.errors),
+    }
+
+
+# ---- skills -------------------------------------------------------------------------------
+@router.get("/v1/skills")
+def list_skills(
+    manager: Mgr,
+    _caller: Caller,
+    category: str | None = None,
+    skill_class: Annotated[str | None, Query(alias="class")] = None,
+    q: Annotated[str | None, Query(max_length=200)] = None,
+    persona: str | None = None,
+) -> Response:
+    registry = manager.registry
+    try:
+        wanted = SkillClass(skill_class) if skill_class else None
+    except ValueError:
+        raise InvalidRequest("class must be safe, mutating or dangerous") from None
+    who = registry.persona(persona) if persona else None
+    items = registry.list(category=category or None, skill_class=wanted, query=q, persona=who)
+    body = {"items": [s.summary() for s in items], "total": len(items)}
+    return Response(json.dumps(body, ensure_ascii=False), media_type="application/json")
+
+
+@router.get("/v1/skills/{name}")
+def get_skill(name: str, manager: Mgr, _caller: Caller) -> dict[str, Any]:
+    return manager.registry.get(name).summary()
+
+
+@router.post("/v1/skills/{name}/execute", responses={202: {"description": "pending or running"}})
+async def execute_skill(
+    name: str,
+    body: ExecuteBody,
+    manager: Mgr,
+    caller: Caller,
+    idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
+) -> JSONResponse:
+    execution = await manager.submit(
+        name,
+        body.call_args,
+        principal=caller,
+        persona=body.persona,
+        confirm=body.confirm,
+        wait=body.wait,
+        idempotency_key=idempotency_key,
+    )
+    return execution_response(execution)
+
+
+def execution_response(execution: Execution) -> JSONResponse:
+    status = 200 if execution.status.final else 202
+    return JSONResponse(execution.to_dict(), status_code=status)
+
+
+# ---- executions ---------------------------------------------------------------------------
+@router.get("/v1/executions")
+def list_executions(
+    manager: Mgr,
+    _caller: Caller,
+    skill: str | None = None,
+    status: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    cursor: Annotated[str | None, Query(max_length=300)] = None,
+) -> dict[str, Any]:
+    if status is not None and status not in {s.value for s in Status}:
+        raise InvalidRequest(f"unknown status {status!r}")
+    items, next_cursor = manager.store.executions.page(
+        skill=skill, status=status, limit=limit, cursor=cursor
+    )
+    return {"items": [e.to_dict() for e in items], "next_cursor": next_cursor}
+
+
+@router.get("/v1/executions/{execution_id}")
+def get_execution(execution_id: str, manager: Mgr, _caller: Caller) -> dict[str, Any]:
+    return manager.get(execution_id).to_dict()
+
+
+@router.get("/v1/executions/{execution_id}/events")
+async def execution_events(execution_id: str, manager: Mgr, _caller: Caller) -> EventSourceResponse:
+    execution = manager.get(execution_id)
+    return EventSourceResponse(_stream(manager, execution))
+
+
+async def _stream(manager: Manager, execution: Execution) -> AsyncIterator[dict[str, Any]]:
+    timeline = manager.hub.get(execution.id)
+    if timeline is None:
+        current = manager.get(execution.id)
+        if current.status.final:
+            for seq, event in manager.store.executions.events(execution.id):
+                yield _sse(seq, event)
+            yield {"event": "end", "data": json.dumps(current.to_dict())}
+            return
+        timeline = manager.hub.open(execution.id)
+        if not timeline.events:
+            timeline.events.extend(manager.store.executions.events(execution.id))
+            timeline.flushed = len(timeline.events)
+    async for seq, event in timeline.follow():
+        yield _sse(seq, event)
+    yield {"event": "end", "data": json.dumps(manager.get(execution.id).to_dict())}
+
+
+def _sse(seq: int, event: Event) -> dict[str, Any]:
+    return {"event": event.type, "id": str(seq), "data": json.dumps(event.to_dict())}
+
+
+@router.post("/v1/executions/{execution_id}/cancel")
+async def cancel_execution(execution_id: str, manager: Mgr, caller: Caller) -> dict[str, Any]:
+    return (await manager.cancel(execution_id, caller)).to_dict()
+
+
+# ---- approvals ----------------------------------------------------------------------------
+@router.get("/v1/approvals")
+def list_approvals(
+    manager: Mgr,
+    _caller: Caller,
+    status: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+) -> dict[str, Any]:
+    manager.desk.expire_due()
+    items = manager.store.approvals.query(status=status, limit=limit)
+    return {"items": [a.to_dict() for a in items], "total": len(items)}
+
+
+@router.get("/v1/approvals/{approval_id}")
+def get_approval(approval_id: str, manager: Mgr, _caller: Caller) -> dict[str, Any]:
+    return manager.desk.get(approval_id).to_dict()
+
+
+@router.post("/v1/approvals/{approval_id}/approve")
+async def approve(
+    approval_id: str, manager: Mgr, caller: Caller, body: DecisionBody | None = None
+) -> dict[str, Any]:
+    comment = body.comment if body else None
+    return (await manager.desk.approve(approval_id, caller, comment)).to_dict()
+
+
+@router.post("/v1/approvals/{approval_id}/reject")
+async def reject(
+    approval_id: str, manager: Mgr, caller: Caller, body: DecisionBody | None = None
+) -> dict[str, Any]:
+    comment = body.comment if body else None
+    return (await manager.desk.reject(approval_id, caller, comment)).to_dict()
+
+
+# ---- personas -----------------------------------------------------------------------------
+@router.get("/v1/personas")
+def list_personas(manager: Mgr, _caller: Caller) -> dict[str, Any]:
+    personas = sorted(manager.registry.personas.values(), key=lambda p: p.name)
+    return {"items": [p.summary() for p in personas], "total": len(personas)}
+
+
+@router.get("/v1/personas/{name}")
+def get_persona(name: str, manager: Mgr, _caller: Caller) -> dict[str, Any]:
+    persona = manager.registry.persona(name)
+    body = persona.summary()
+    body["prompt"] = persona.prompt
+    body["offered"] = [s.name for s in manager.registry.list(persona=persona)]
+    return body
+
+
+# ---- audit and admin ----------------------------------------------------------------------
+@router.get("/v1/audit")
+def audit(
+    manager: Mgr,
+    _caller: Caller,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    before: int | None = None,
+    action: str | None = None,
+    subject: str | None = None,
+    actor: str | None = None,
+) -> dict[str, Any]:
+    entries = manager.store.audit.entries(
+        limit=limit, before=before, action=action, subject=subject, actor=actor
+    )
+    return {"items": entries, "total": len(entries)}
+
+
+@router.get("/v1/audit/verify")
+def audit_verify(manager: Mgr, _caller: Caller) -> JSONResponse:
+    result = manager.store.audit.verify()
+    return JSONResponse(result.to_dict())
+
+
+@router.post("/v1/reload")
+async def reload(manager: Mgr, caller: Caller) -> dict[str, Any]:
+    require(caller, Role.ADMIN)
+    registry = await manager.reload(caller.name)
+    return {"skills": len(registry), "loader_errors": len(registry.report.errors)}
+
+
+@router.get("/metrics")
+def metrics(manager: Mgr, _caller: Caller) -> Response:
+    manager.metrics.queued.set(manager.waiting)
+    return Response(manager.metrics.render(), media_type="text/plain; version=0.0.4")

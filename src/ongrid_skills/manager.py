@@ -1,0 +1,332 @@
+"""The manager: the one ``submit()`` path every door uses, with the store, approvals and limits.
+
+resolve skill → idempotency → gate (class × persona mode × role × confirm) → deny, approval
+request, or run. Rows are written before the spawn; events are kept live in the hub and persisted
+in batches; every request, decision and result lands in the audit chain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .approvals import ApprovalDesk
+from .errors import Busy, Conflict, Denied, Forbidden, InvalidArgs, NotFound, SkillError
+from .events import EventHub, Timeline
+from .execution import ErrorInfo, Event, EventSink, Execution, Status
+from .metrics import Metrics
+from .persona import Persona
+from .principal import Principal
+from .registry import Registry, RegistryHolder
+from .runner import SubprocessRunner
+from .service import gate, run_skill
+from .settings import Settings
+from .skill import Skill
+from .store import Store
+
+LOG = logging.getLogger("ongrid_skills.manager")
+FLUSH_SECONDS = 0.5
+
+
+def args_digest(args: Any) -> str:
+    raw = json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+class Manager:
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        holder: RegistryHolder,
+        *,
+        runner: SubprocessRunner | None = None,
+        metrics: Metrics | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.holder = holder
+        self.runner = runner or SubprocessRunner()
+        self.metrics = metrics or Metrics()
+        self.clock = clock
+        self.hub = EventHub()
+        self.slots = asyncio.Semaphore(settings.max_concurrent_executions)
+        self.running = 0
+        self.waiting = 0
+        self.tasks: dict[str, asyncio.Task[None]] = {}
+        self.desk = ApprovalDesk(self)
+        self.closing = False
+
+    @property
+    def registry(self) -> Registry:
+        return self.holder.current
+
+    # ---- start-up ---------------------------------------------------------------------------
+    async def recover(self) -> None:
+        """Rows left running by a dead manager become interrupted; approved calls run."""
+        for execution in self.store.executions.unfinished():
+            execution.status = Status.INTERRUPTED
+            execution.error = ErrorInfo("interrupted", "the manager stopped while this call ran")
+            execution.finished_at = self.clock()
+            with self.store.tx() as conn:
+                self.store.executions.update(conn, execution)
+                self.store.audit.append(
+                    conn,
+                    "manager",
+                    "execution.interrupted",
+                    execution.id,
+                    {"skill": execution.skill},
+                )
+            self.metrics.finished(execution.skill, execution.status.value, None)
+        await self.desk.recover()
+
+    # ---- the one path ------------------------------------------------------------------------
+    async def submit(
+        self,
+        name: str,
+        args: Any,
+        *,
+        principal: Principal,
+        persona: str | None = None,
+        confirm: bool = False,
+        wait: bool = True,
+        idempotency_key: str | None = None,
+        on_event: EventSink | None = None,
+    ) -> Execution:
+        registry = self.registry
+        try:
+            skill = registry.get(name)
+            who = registry.persona(persona) if persona else None
+        except SkillError as exc:
+            self._audit_refusal(principal, name, persona, exc)
+            raise
+        key = f"{principal.name}:{idempotency_key}" if idempotency_key else None
+        digest = args_digest(args)
+        if key is not None:
+            found = self.store.executions.by_idempotency_key(key)
+            if found is not None:
+                if found[1] != digest:
+                    raise Conflict("Idempotency-Key reused with different args")
+                return found[0]
+        decision = gate(skill, who, role=principal.role, confirm=confirm and principal.human)
+        execution = Execution(skill=name, args=args, persona=persona, requested_by=principal.name)
+        if decision.action == "deny":
+            self._refuse(execution, skill, Status.DENIED, ErrorInfo("denied", decision.reason))
+            raise Denied(decision.reason)
+        violations = skill.validate(args)
+        if violations:
+            error = InvalidArgs(name, violations)
+            details = [v.to_dict() for v in violations]
+            info = ErrorInfo("invalid_args", error.message, details)
+            self._refuse(execution, skill, Status.INVALID_ARGS, info)
+            raise error
+        if decision.action == "approve":
+            return self.desk.request(
+                execution, skill, who, principal, decision.signatures_required, confirm, key, digest
+            )
+        if self.running >= self.settings.max_concurrent_executions and (
+            self.waiting >= self.settings.execution_queue_size
+        ):
+            self.metrics.rejected_busy()
+            raise Busy("too many executions running and waiting; retry later")
+        with self.store.tx() as conn:
+            self.store.executions.insert(
+                conn,
+                execution,
+                definition_hash=skill.definition_hash,
+                idempotency_key=key,
+                args_hash=digest,
+            )
+            self.store.audit.append(
+                conn,
+                principal.name,
+                "execution.started",
+                execution.id,
+                {"skill": name, "args": args, "persona": persona, "class": skill.skill_class.value},
+            )
+        task = self.start(execution, skill, on_event)
+        if wait:
+            await asyncio.shield(task)
+        return execution
+
+    def _refuse(self, execution: Execution, skill: Skill, status: Status, error: ErrorInfo) -> None:
+        execution.status = status
+        execution.error = error
+        execution.finished_at = self.clock()
+        with self.store.tx() as conn:
+            self.store.executions.insert(conn, execution, definition_hash=skill.definition_hash)
+            self.store.audit.append(
+                conn,
+                execution.requested_by or "unknown",
+                f"execution.{status.value}",
+                execution.id,
+                {"skill": skill.name, "args": execution.args, "reason": error.message},
+            )
+        self.metrics.finished(skill.name, status.value, None)
+
+    def _audit_refusal(
+        self, principal: Principal, name: str, persona: str | None, exc: SkillError
+    ) -> None:
+        with self.store.tx() as conn:
+            self.store.audit.append(
+                conn,
+                principal.name,
+                "execution.refused",
+                None,
+                {"skill": name[:200], "persona": persona, "code": exc.code, "reason": exc.message},
+            )
+
+    # ---- running -----------------------------------------------------------------------------
+    def start(
+        self, execution: Execution, skill: Skill, on_event: EventSink | None = None
+    ) -> asyncio.Task[None]:
+        timeline = self.hub.open(execution.id)
+        task = asyncio.get_running_loop().create_task(
+            self._run(execution, skill, timeline, on_event)
+        )
+        self.tasks[execution.id] = task
+        task.add_done_callback(lambda _t: self.tasks.pop(execution.id, None))
+        return task
+
+    async def _run(
+        self,
+        execution: Execution,
+        skill: Skill,
+        timeline: Timeline,
+        on_event: EventSink | None,
+    ) -> None:
+        flusher: asyncio.TimerHandle | None = None
+        loop = asyncio.get_running_loop()
+
+        def flush() -> None:
+            nonlocal flusher
+            flusher = None
+            pending = timeline.unflushed()
+            if pending:
+                with self.store.tx() as conn:
+                    self.store.executions.add_events(conn, execution.id, pending)
+
+        def emit(event: Event) -> None:
+            nonlocal flusher
+            timeline.append(event)
+            if on_event is not None:
+                with contextlib.suppress(Exception):
+                    on_event(event)
+            if flusher is None:
+                flusher = loop.call_later(FLUSH_SECONDS, flush)
+
+        self.waiting += 1
+        try:
+            async with self.slots:
+                self.waiting -= 1
+                self.running += 1
+                self.metrics.running.inc()
+                try:
+                    await run_skill(skill, execution, emit, self.runner)
+                except asyncio.CancelledError:
+                    self._cancelled(execution, emit, "the call was cancelled")
+                finally:
+                    self.running -= 1
+                    self.metrics.running.dec()
+        except asyncio.CancelledError:  # cancelled while waiting for a slot
+            self.waiting -= 1
+            self._cancelled(execution, emit, "the call was cancelled before it started")
+        finally:
+            if flusher is not None:
+                flusher.cancel()
+            self._finish(execution, skill, timeline)
+
+    def _cancelled(self, execution: Execution, emit: EventSink, reason: str) -> None:
+        if self.closing:
+            execution.status = Status.INTERRUPTED
+            execution.error = ErrorInfo("interrupted", "the manager shut down while this call ran")
+        else:
+            execution.status = Status.CANCELLED
+            execution.error = ErrorInfo("cancelled", reason)
+        execution.finished_at = self.clock()
+        emit(Event("status", {"status": execution.status.value}))
+
+    def _finish(self, execution: Execution, skill: Skill, timeline: Timeline) -> None:
+        with self.store.tx() as conn:
+            self.store.executions.update(conn, execution)
+            self.store.executions.add_events(conn, execution.id, timeline.unflushed())
+            self.store.audit.append(
+                conn,
+                "manager",
+                "execution.finished",
+                execution.id,
+                {
+                    "skill": skill.name,
+                    "status": execution.status.value,
+                    "exit_code": execution.exit_code,
+                    "error": execution.error.code if execution.error else None,
+                    "orphans_killed": execution.orphans_killed,
+                },
+            )
+        self.hub.close(execution.id)
+        self.metrics.finished(skill.name, execution.status.value, execution.duration_ms)
+
+    # ---- queries and control -------------------------------------------------------------
+    def get(self, execution_id: str) -> Execution:
+        execution = self.store.executions.get(execution_id)
+        if execution is None:
+            raise NotFound(f"unknown execution {execution_id!r}")
+        return execution
+
+    async def cancel(self, execution_id: str, principal: Principal) -> Execution:
+        execution = self.get(execution_id)
+        if principal.name != execution.requested_by and not principal.can_sign:
+            raise Forbidden("only the requester or an operator may cancel this execution")
+        if execution.status is Status.PENDING_APPROVAL and execution.approval_id:
+            return self.desk.cancel(execution, principal)
+        task = self.tasks.get(execution_id)
+        if execution.status.final or task is None:
+            raise Conflict(f"execution {execution_id} is {execution.status.value}, not running")
+        with self.store.tx() as conn:
+            self.store.audit.append(
+                conn, principal.name, "execution.cancel_requested", execution_id
+            )
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait_for(asyncio.shield(task), timeout=10)
+        return self.get(execution_id)
+
+    def persona_for(self, name: str | None) -> Persona | None:
+        return self.registry.persona(name) if name else None
+
+    async def reload(self, actor: str) -> Registry:
+        before = self.registry
+        fresh = await asyncio.to_thread(self.holder.reload)
+        added = sorted(set(fresh.skills) - set(before.skills))
+        removed = sorted(set(before.skills) - set(fresh.skills))
+        changed = sorted(
+            n
+            for n in set(fresh.skills) & set(before.skills)
+            if fresh.skills[n].definition_hash != before.skills[n].definition_hash
+        )
+        with self.store.tx() as conn:
+            self.store.audit.append(
+                conn,
+                actor,
+                "registry.reloaded",
+                None,
+                {"skills": len(fresh), "added": added, "removed": removed, "changed": changed},
+            )
+        self.metrics.loaded(fresh)
+        return fresh
+
+    async def close(self) -> None:
+        self.closing = True
+        self.desk.stop()
+        for task in list(self.tasks.values()):
+            task.cancel()
+        for task in list(self.tasks.values()):
+            with contextlib.suppress(BaseException):
+                await task

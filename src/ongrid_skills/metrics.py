@@ -1,0 +1,67 @@
+"""Prometheus metrics, in a registry of their own (no global state)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+if TYPE_CHECKING:
+    from .registry import Registry
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.executions = Counter(
+            "ongrid_executions",
+            "Executions by skill and final status.",
+            ["skill", "status"],
+            registry=self.registry,
+        )
+        self.duration = Histogram(
+            "ongrid_execution_duration_seconds",
+            "Wall-clock duration of executions that ran.",
+            ["skill"],
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
+            registry=self.registry,
+        )
+        self.running = Gauge(
+            "ongrid_executions_running", "Executions running now.", registry=self.registry
+        )
+        self.queued = Gauge(
+            "ongrid_executions_queued",
+            "Executions waiting for a slot.",
+            registry=self.registry,
+        )
+        self.busy = Counter(
+            "ongrid_executions_rejected_busy",
+            "Execute requests refused because the queue was full.",
+            registry=self.registry,
+        )
+        self.pending_approvals = Gauge(
+            "ongrid_pending_approvals", "Approval requests waiting.", registry=self.registry
+        )
+        self.skills = Gauge(
+            "ongrid_skills_loaded", "Skills in the registry.", registry=self.registry
+        )
+        self.loader_errors = Gauge(
+            "ongrid_loader_errors",
+            "Manifests refused by the last load.",
+            registry=self.registry,
+        )
+
+    def finished(self, skill: str, status: str, duration_ms: float | None) -> None:
+        self.executions.labels(skill, status).inc()
+        if duration_ms is not None:
+            self.duration.labels(skill).observe(duration_ms / 1000)
+
+    def rejected_busy(self) -> None:
+        self.busy.inc()
+
+    def loaded(self, registry: Registry) -> None:
+        self.skills.set(len(registry))
+        self.loader_errors.set(len(registry.report.errors))
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

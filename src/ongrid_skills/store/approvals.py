@@ -1,0 +1,189 @@
+"""Approval requests and their signatures."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, cast
+
+from sqlalchemy import Connection, Table, select
+
+from ..execution import iso
+from .models import ApprovalRow, SignatureRow
+
+if TYPE_CHECKING:
+    from .db import Store
+
+_APPROVALS = cast(Table, ApprovalRow.__table__)
+_SIGNATURES = cast(Table, SignatureRow.__table__)
+
+
+@dataclass(slots=True)
+class Signature:
+    principal: str
+    role: str
+    decision: str
+    created_at: float
+    comment: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "principal": self.principal,
+            "role": self.role,
+            "decision": self.decision,
+            "comment": self.comment,
+            "at": iso(self.created_at),
+        }
+
+
+@dataclass(slots=True)
+class Approval:
+    id: str
+    execution_id: str
+    skill: str
+    skill_class: str
+    args: Any
+    definition_hash: str
+    persona: str | None
+    requested_by: str
+    signatures_required: int
+    status: str  # pending | approved | rejected | expired | void | cancelled
+    created_at: float
+    expires_at: float
+    reason: str | None = None
+    decided_at: float | None = None
+    signatures: list[Signature] = field(default_factory=list)
+
+    @property
+    def approvals(self) -> list[Signature]:
+        return [s for s in self.signatures if s.decision == "approve"]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "execution_id": self.execution_id,
+            "skill": self.skill,
+            "class": self.skill_class,
+            "args": self.args,
+            "definition_hash": self.definition_hash,
+            "persona": self.persona,
+            "requested_by": self.requested_by,
+            "signatures_required": self.signatures_required,
+            "signatures_collected": len(self.approvals),
+            "signatures": [s.to_dict() for s in self.signatures],
+            "status": self.status,
+            "reason": self.reason,
+            "created_at": iso(self.created_at),
+            "expires_at": iso(self.expires_at),
+            "decided_at": iso(self.decided_at),
+        }
+
+
+class ApprovalRepo:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def insert(self, conn: Connection, approval: Approval) -> None:
+        conn.execute(
+            _APPROVALS.insert().values(
+                id=approval.id,
+                execution_id=approval.execution_id,
+                skill=approval.skill,
+                skill_class=approval.skill_class,
+                args=approval.args,
+                definition_hash=approval.definition_hash,
+                persona=approval.persona,
+                requested_by=approval.requested_by,
+                signatures_required=approval.signatures_required,
+                status=approval.status,
+                reason=approval.reason,
+                created_at=approval.created_at,
+                expires_at=approval.expires_at,
+                decided_at=approval.decided_at,
+            )
+        )
+
+    def add_signature(self, conn: Connection, approval_id: str, signature: Signature) -> None:
+        conn.execute(
+            _SIGNATURES.insert().values(
+                approval_id=approval_id,
+                principal=signature.principal,
+                role=signature.role,
+                decision=signature.decision,
+                comment=signature.comment,
+                created_at=signature.created_at,
+            )
+        )
+
+    def set_status(
+        self, conn: Connection, approval_id: str, status: str, decided_at: float, reason: str | None
+    ) -> None:
+        conn.execute(
+            _APPROVALS.update()
+            .where(_APPROVALS.c.id == approval_id)
+            .values(status=status, decided_at=decided_at, reason=reason)
+        )
+
+    def get(self, approval_id: str, conn: Connection | None = None) -> Approval | None:
+        if conn is None:
+            with self.store.read() as own:
+                return self.get(approval_id, own)
+        row = conn.execute(select(_APPROVALS).where(_APPROVALS.c.id == approval_id)).mappings()
+        first = row.first()
+        if first is None:
+            return None
+        approval = _from_row(first)
+        approval.signatures = self._signatures(conn, [approval.id]).get(approval.id, [])
+        return approval
+
+    def query(self, *, status: str | None = None, limit: int = 100) -> list[Approval]:
+        query = select(_APPROVALS).order_by(_APPROVALS.c.created_at.desc()).limit(limit)
+        if status:
+            query = query.where(_APPROVALS.c.status == status)
+        with self.store.read() as conn:
+            approvals = [_from_row(r) for r in conn.execute(query).mappings()]
+            signatures = self._signatures(conn, [a.id for a in approvals])
+        for approval in approvals:
+            approval.signatures = signatures.get(approval.id, [])
+        return approvals
+
+    def pending_ids(self, conn: Connection) -> list[tuple[str, float]]:
+        rows = conn.execute(
+            select(_APPROVALS.c.id, _APPROVALS.c.expires_at).where(_APPROVALS.c.status == "pending")
+        )
+        return [(r[0], r[1]) for r in rows]
+
+    def with_status(self, status: str) -> list[Approval]:
+        return self.query(status=status, limit=100_000)
+
+    @staticmethod
+    def _signatures(conn: Connection, ids: list[str]) -> dict[str, list[Signature]]:
+        if not ids:
+            return {}
+        rows = conn.execute(
+            select(_SIGNATURES).where(_SIGNATURES.c.approval_id.in_(ids)).order_by(_SIGNATURES.c.id)
+        ).mappings()
+        out: dict[str, list[Signature]] = {}
+        for r in rows:
+            out.setdefault(r["approval_id"], []).append(
+                Signature(r["principal"], r["role"], r["decision"], r["created_at"], r["comment"])
+            )
+        return out
+
+
+def _from_row(row: Any) -> Approval:
+    return Approval(
+        id=row["id"],
+        execution_id=row["execution_id"],
+        skill=row["skill"],
+        skill_class=row["skill_class"],
+        args=row["args"],
+        definition_hash=row["definition_hash"],
+        persona=row["persona"],
+        requested_by=row["requested_by"],
+        signatures_required=row["signatures_required"],
+        status=row["status"],
+        reason=row["reason"],
+        created_at=row["created_at"],
+        expires_at=row["expires_at"],
+        decided_at=row["decided_at"],
+    )

@@ -1,0 +1,164 @@
+"""The audit log: append-only, hash-chained entries (each carries the SHA-256 of the previous).
+
+``hash = sha256(prev_hash + canonical JSON of (seq, ts, actor, action, subject, data))``. The
+chain's head (last seq and hash) is also kept in the settings table, updated in the same
+transaction, so deleting the newest entries is detected as well as editing or deleting any other.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+from sqlalchemy import Connection, Table, bindparam, select
+
+from .models import AuditRow, SettingRow
+
+if TYPE_CHECKING:
+    from .db import Store
+
+_AUDIT = cast(Table, AuditRow.__table__)
+_SETTINGS = cast(Table, SettingRow.__table__)
+_INSERT = _AUDIT.insert()
+_SET_HEAD = _SETTINGS.update().where(_SETTINGS.c.key == bindparam("k")).values(value=bindparam("v"))
+_ADD_HEAD = _SETTINGS.insert()
+GENESIS = "0" * 64
+HEAD_KEY = "audit_head"
+
+
+def entry_hash(
+    prev: str, seq: int, ts: float, actor: str, action: str, subject: str | None, data: Any
+) -> str:
+    body = json.dumps(
+        [seq, repr(ts), actor, action, subject, data],
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+    return hashlib.sha256((prev + body).encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class Verification:
+    ok: bool
+    entries: int
+    problems: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "entries": self.entries, "problems": self.problems}
+
+
+class AuditLog:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.seq = 0
+        self.head = GENESIS
+
+    def load_head(self) -> None:
+        with self.store.read() as conn:
+            row = conn.execute(select(SettingRow.value).where(SettingRow.key == HEAD_KEY)).first()
+        if row is not None and isinstance(row[0], dict):
+            self.seq, self.head = int(row[0]["seq"]), str(row[0]["hash"])
+
+    def mark(self) -> tuple[int, str]:
+        return self.seq, self.head
+
+    def rewind(self, mark: tuple[int, str]) -> None:
+        self.seq, self.head = mark
+
+    def append(
+        self,
+        conn: Connection,
+        actor: str,
+        action: str,
+        subject: str | None = None,
+        data: Any = None,
+    ) -> int:
+        """Add one entry inside the caller's transaction (see Store.tx)."""
+        if self.store.dialect != "sqlite":  # replicas: the head row is the lock
+            row = conn.execute(
+                select(SettingRow.value).where(SettingRow.key == HEAD_KEY).with_for_update()
+            ).first()
+            if row is not None:
+                self.seq, self.head = int(row[0]["seq"]), str(row[0]["hash"])
+        seq = self.seq + 1
+        ts = time.time()
+        payload = data if data is not None else {}
+        digest = entry_hash(self.head, seq, ts, actor, action, subject, payload)
+        conn.execute(
+            _INSERT,
+            {
+                "seq": seq,
+                "ts": ts,
+                "actor": actor,
+                "action": action,
+                "subject": subject,
+                "data": payload,
+                "prev_hash": self.head,
+                "hash": digest,
+            },
+        )
+        head = {"seq": seq, "hash": digest}
+        if conn.execute(_SET_HEAD, {"k": HEAD_KEY, "v": head}).rowcount == 0:
+            conn.execute(_ADD_HEAD, {"key": HEAD_KEY, "value": head})
+        self.seq, self.head = seq, digest
+        return seq
+
+    def entries(
+        self,
+        *,
+        limit: int = 100,
+        before: int | None = None,
+        action: str | None = None,
+        subject: str | None = None,
+        actor: str | None = None,
+    ) -> list[dict[str, Any]]:
+        query = select(AuditRow).order_by(AuditRow.seq.desc()).limit(limit)
+        if before is not None:
+            query = query.where(AuditRow.seq < before)
+        if action:
+            query = query.where(AuditRow.action == action)
+        if subject:
+            query = query.where(AuditRow.subject == subject)
+        if actor:
+            query = query.where(AuditRow.actor == actor)
+        with self.store.read() as conn:
+            rows = conn.execute(query).mappings().all()
+        return [dict(row) for row in rows]
+
+    def verify(self) -> Verification:
+        problems: list[str] = []
+        prev, expected_seq, count = GENESIS, 1, 0
+        with self.store.read() as conn:
+            rows = conn.execute(select(AuditRow).order_by(AuditRow.seq)).mappings()
+            for row in rows:
+                count += 1
+                if row["seq"] != expected_seq:
+                    problems.append(f"entries {expected_seq}..{row['seq'] - 1} are missing")
+                if row["prev_hash"] != prev:
+                    problems.append(f"entry {row['seq']}: previous hash does not match the chain")
+                digest = entry_hash(
+                    row["prev_hash"],
+                    row["seq"],
+                    row["ts"],
+                    row["actor"],
+                    row["action"],
+                    row["subject"],
+                    row["data"],
+                )
+                if digest != row["hash"]:
+                    problems.append(f"entry {row['seq']}: content does not match its hash")
+                prev, expected_seq = row["hash"], row["seq"] + 1
+            head = conn.execute(select(SettingRow.value).where(SettingRow.key == HEAD_KEY)).first()
+        if head is not None and isinstance(head[0], dict):
+            if head[0]["seq"] != expected_seq - 1 or head[0]["hash"] != prev:
+                problems.append(
+                    f"the chain ends at entry {expected_seq - 1} but its head says "
+                    f"{head[0]['seq']}: newest entries were deleted or altered"
+                )
+        elif count:
+            problems.append("the chain head record is missing")
+        return Verification(not problems, count, problems)

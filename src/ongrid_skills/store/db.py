@@ -1,0 +1,94 @@
+"""The Store: one engine, migrations on open, and write transactions that keep the audit chain.
+
+Embedded default: SQLite in WAL mode at ``$ONGRID_DATA_DIR/ongrid.db``; ``ONGRID_DATABASE_URL``
+selects another engine (PostgreSQL for replicas sharing state).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Connection, Engine, create_engine, event
+
+from .approvals import ApprovalRepo
+from .audit import AuditLog
+from .executions import ExecutionRepo
+from .tokens import TokenRepo
+
+MIGRATIONS = Path(__file__).with_name("migrations")
+
+
+class Store:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.dialect = engine.dialect.name
+        self._write_lock = threading.RLock()
+        self.audit = AuditLog(self)
+        self.executions = ExecutionRepo(self)
+        self.approvals = ApprovalRepo(self)
+        self.tokens = TokenRepo(self)
+
+    @contextmanager
+    def tx(self) -> Iterator[Connection]:
+        """One write transaction. Writers are serialised so the audit chain stays linear."""
+        with self._write_lock:
+            mark = self.audit.mark()
+            try:
+                with self.engine.begin() as conn:
+                    yield conn
+            except BaseException:
+                self.audit.rewind(mark)
+                raise
+
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        with self.engine.connect() as conn:
+            yield conn
+
+    def migrate(self) -> None:
+        cfg = Config()
+        cfg.set_main_option("script_location", str(MIGRATIONS))
+        with self.engine.begin() as conn:
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "head")
+        self.audit.load_head()
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+def database_url(data_dir: str, url: str | None) -> str:
+    if url:
+        return url
+    os.makedirs(data_dir, mode=0o700, exist_ok=True)
+    return f"sqlite:///{os.path.abspath(os.path.join(data_dir, 'ongrid.db'))}"
+
+
+def open_store(data_dir: str = ".ongrid", url: str | None = None) -> Store:
+    """Open (and create or migrate) the store."""
+    resolved = database_url(data_dir, url)
+    kwargs: dict[str, Any] = {}
+    if resolved.startswith("sqlite"):
+        kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
+    engine = create_engine(resolved, **kwargs)
+    if engine.dialect.name == "sqlite":
+        event.listen(engine, "connect", _sqlite_pragmas)
+    store = Store(engine)
+    store.migrate()
+    return store
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cursor = dbapi_conn.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.close()

@@ -1,0 +1,219 @@
+"""Execution rows and their timeline events."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, cast
+
+from sqlalchemy import Connection, Table, and_, bindparam, func, or_, select
+
+from ..errors import InvalidRequest
+from ..execution import ErrorInfo, Event, Execution, Status
+from .models import EventRow, ExecutionRow
+
+if TYPE_CHECKING:
+    from .db import Store
+
+_EXEC = cast(Table, ExecutionRow.__table__)
+_EVENTS = cast(Table, EventRow.__table__)
+
+
+_INSERT = _EXEC.insert()
+_INSERT_EVENTS = _EVENTS.insert()
+_UPDATABLE = (
+    "status",
+    "result_text",
+    "error",
+    "exit_code",
+    "signal",
+    "stderr_tail",
+    "orphans_killed",
+    "persona",
+    "requested_by",
+    "approval_id",
+    "started_at",
+    "finished_at",
+    "duration_ms",
+)
+_UPDATE = (
+    _EXEC.update()
+    .where(_EXEC.c.id == bindparam("_id"))
+    .values({name: bindparam(name) for name in _UPDATABLE})
+)
+
+
+def to_row(execution: Execution) -> dict[str, Any]:
+    return {
+        "id": execution.id,
+        "skill": execution.skill,
+        "status": execution.status.value,
+        "args": execution.args,
+        "result_text": execution.result_text,
+        "error": execution.error.to_dict() if execution.error else None,
+        "exit_code": execution.exit_code,
+        "signal": execution.signal,
+        "stderr_tail": execution.stderr_tail,
+        "orphans_killed": execution.orphans_killed,
+        "persona": execution.persona,
+        "requested_by": execution.requested_by,
+        "approval_id": execution.approval_id,
+        "created_at": execution.created_at,
+        "started_at": execution.started_at,
+        "finished_at": execution.finished_at,
+        "duration_ms": execution.duration_ms,
+    }
+
+
+def from_row(row: Any) -> Execution:
+    error = row["error"]
+    text = row["result_text"]
+    return Execution(
+        id=row["id"],
+        skill=row["skill"],
+        args=row["args"],
+        status=Status(row["status"]),
+        result=json.loads(text) if text is not None else None,
+        result_text=text,
+        error=ErrorInfo(error["code"], error["message"], error.get("details")) if error else None,
+        exit_code=row["exit_code"],
+        signal=row["signal"],
+        stderr_tail=row["stderr_tail"] or "",
+        orphans_killed=row["orphans_killed"] or 0,
+        persona=row["persona"],
+        requested_by=row["requested_by"],
+        approval_id=row["approval_id"],
+        created_at=row["created_at"],
+        started_at=row["started_at"],
+        finished_at=row["finished_at"],
+        duration_ms=row["duration_ms"],
+    )
+
+
+class ExecutionRepo:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def insert(
+        self,
+        conn: Connection,
+        execution: Execution,
+        *,
+        definition_hash: str | None = None,
+        idempotency_key: str | None = None,
+        args_hash: str | None = None,
+    ) -> None:
+        row = to_row(execution)
+        row.update(
+            definition_hash=definition_hash, idempotency_key=idempotency_key, args_hash=args_hash
+        )
+        conn.execute(_INSERT, row)
+
+    def update(self, conn: Connection, execution: Execution) -> None:
+        row = to_row(execution)
+        params = {name: row[name] for name in _UPDATABLE}
+        params["_id"] = execution.id
+        conn.execute(_UPDATE, params)
+
+    def add_events(
+        self, conn: Connection, execution_id: str, events: Sequence[tuple[int, Event]]
+    ) -> None:
+        if events:
+            conn.execute(
+                _INSERT_EVENTS,
+                [
+                    {
+                        "execution_id": execution_id,
+                        "seq": seq,
+                        "ts": e.ts,
+                        "type": e.type,
+                        "data": e.data,
+                    }
+                    for seq, e in events
+                ],
+            )
+
+    def last_seq(self, conn: Connection, execution_id: str) -> int:
+        value = conn.execute(
+            select(func.max(_EVENTS.c.seq)).where(_EVENTS.c.execution_id == execution_id)
+        ).scalar()
+        return int(value or 0)
+
+    def get(self, execution_id: str) -> Execution | None:
+        with self.store.read() as conn:
+            row = conn.execute(select(_EXEC).where(_EXEC.c.id == execution_id)).mappings().first()
+        return from_row(row) if row else None
+
+    def by_idempotency_key(self, key: str) -> tuple[Execution, str | None] | None:
+        with self.store.read() as conn:
+            row = (
+                conn.execute(select(_EXEC).where(_EXEC.c.idempotency_key == key)).mappings().first()
+            )
+        return (from_row(row), row["args_hash"]) if row else None
+
+    def events(self, execution_id: str, after: int = 0) -> list[tuple[int, Event]]:
+        query = (
+            select(_EVENTS.c.seq, _EVENTS.c.ts, _EVENTS.c.type, _EVENTS.c.data)
+            .where(and_(_EVENTS.c.execution_id == execution_id, _EVENTS.c.seq > after))
+            .order_by(_EVENTS.c.seq)
+        )
+        with self.store.read() as conn:
+            rows = conn.execute(query).all()
+        return [(seq, Event(kind, data, ts)) for seq, ts, kind, data in rows]
+
+    def page(
+        self,
+        *,
+        skill: str | None = None,
+        status: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> tuple[list[Execution], str | None]:
+        """Newest first; ``cursor`` is the opaque value of the previous page's ``next_cursor``."""
+        query = select(_EXEC).order_by(_EXEC.c.created_at.desc(), _EXEC.c.id.desc())
+        if skill:
+            query = query.where(_EXEC.c.skill == skill)
+        if status:
+            query = query.where(_EXEC.c.status == status)
+        if cursor:
+            created, ident = decode_cursor(cursor)
+            query = query.where(
+                or_(
+                    _EXEC.c.created_at < created,
+                    and_(_EXEC.c.created_at == created, _EXEC.c.id < ident),
+                )
+            )
+        with self.store.read() as conn:
+            rows = conn.execute(query.limit(limit + 1)).mappings().all()
+        items = [from_row(r) for r in rows[:limit]]
+        next_cursor = encode_cursor(items[-1]) if len(rows) > limit and items else None
+        return items, next_cursor
+
+    def unfinished(self) -> list[Execution]:
+        with self.store.read() as conn:
+            rows = (
+                conn.execute(select(_EXEC).where(_EXEC.c.status == Status.RUNNING.value))
+                .mappings()
+                .all()
+            )
+        return [from_row(r) for r in rows]
+
+    def count_by_status(self) -> dict[str, int]:
+        with self.store.read() as conn:
+            rows = conn.execute(select(_EXEC.c.status, func.count()).group_by(_EXEC.c.status))
+            return {status: count for status, count in rows}
+
+
+def encode_cursor(execution: Execution) -> str:
+    raw = json.dumps([execution.created_at, execution.id]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[float, str]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        created, ident = json.loads(raw)
+        return float(created), str(ident)
+    except (ValueError, TypeError) as exc:
+        raise InvalidRequest(f"cursor is not valid: {exc}") from None

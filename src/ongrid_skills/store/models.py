@@ -1,0 +1,118 @@
+"""SQLAlchemy models: the tables of the embedded (SQLite) or shared (PostgreSQL) store.
+
+Times are UNIX seconds (float, UTC); JSON columns hold the exact documents the API shows.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from sqlalchemy import JSON, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class Base(DeclarativeBase):
+    type_annotation_map: ClassVar[dict[Any, Any]] = {dict[str, Any]: JSON, Any: JSON}
+
+
+class ExecutionRow(Base):
+    __tablename__ = "executions"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    skill: Mapped[str] = mapped_column(String(64), index=True)
+    status: Mapped[str] = mapped_column(String(24), index=True)
+    args: Mapped[Any] = mapped_column(JSON)
+    result_text: Mapped[str | None] = mapped_column(Text)
+    error: Mapped[Any] = mapped_column(JSON, nullable=True)
+    exit_code: Mapped[int | None] = mapped_column(Integer)
+    signal: Mapped[str | None] = mapped_column(String(32))
+    stderr_tail: Mapped[str] = mapped_column(Text, default="")
+    orphans_killed: Mapped[int] = mapped_column(Integer, default=0)
+    persona: Mapped[str | None] = mapped_column(String(128))
+    requested_by: Mapped[str | None] = mapped_column(String(128))
+    approval_id: Mapped[str | None] = mapped_column(String(32))
+    definition_hash: Mapped[str | None] = mapped_column(String(64))
+    idempotency_key: Mapped[str | None] = mapped_column(String(300), unique=True)
+    args_hash: Mapped[str | None] = mapped_column(String(64))
+    created_at: Mapped[float] = mapped_column(Float, index=True)
+    started_at: Mapped[float | None] = mapped_column(Float)
+    finished_at: Mapped[float | None] = mapped_column(Float)
+    duration_ms: Mapped[float | None] = mapped_column(Float)
+
+
+class EventRow(Base):
+    __tablename__ = "execution_events"
+    __table_args__ = (UniqueConstraint("execution_id", "seq"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    execution_id: Mapped[str] = mapped_column(String(32), ForeignKey("executions.id"))
+    seq: Mapped[int] = mapped_column(Integer)
+    ts: Mapped[float] = mapped_column(Float)
+    type: Mapped[str] = mapped_column(String(32))
+    data: Mapped[Any] = mapped_column(JSON)
+
+
+class ApprovalRow(Base):
+    __tablename__ = "approvals"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    execution_id: Mapped[str] = mapped_column(String(32), index=True)
+    skill: Mapped[str] = mapped_column(String(64))
+    skill_class: Mapped[str] = mapped_column(String(16))
+    args: Mapped[Any] = mapped_column(JSON)
+    definition_hash: Mapped[str] = mapped_column(String(64))
+    persona: Mapped[str | None] = mapped_column(String(128))
+    requested_by: Mapped[str] = mapped_column(String(128))
+    signatures_required: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    reason: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[float] = mapped_column(Float)
+    expires_at: Mapped[float] = mapped_column(Float)
+    decided_at: Mapped[float | None] = mapped_column(Float)
+
+
+class SignatureRow(Base):
+    __tablename__ = "approval_signatures"
+    __table_args__ = (UniqueConstraint("approval_id", "principal"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    approval_id: Mapped[str] = mapped_column(String(32), ForeignKey("approvals.id"), index=True)
+    principal: Mapped[str] = mapped_column(String(128))
+    role: Mapped[str] = mapped_column(String(16))
+    decision: Mapped[str] = mapped_column(String(16))  # approve | reject
+    comment: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class AuditRow(Base):
+    __tablename__ = "audit_entries"
+
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    ts: Mapped[float] = mapped_column(Float)
+    actor: Mapped[str] = mapped_column(String(128))
+    action: Mapped[str] = mapped_column(String(64), index=True)
+    subject: Mapped[str | None] = mapped_column(String(128))
+    data: Mapped[Any] = mapped_column(JSON)
+    prev_hash: Mapped[str] = mapped_column(String(64))
+    hash: Mapped[str] = mapped_column(String(64))
+
+
+class TokenRow(Base):
+    __tablename__ = "api_tokens"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    name: Mapped[str] = mapped_column(String(128))
+    role: Mapped[str] = mapped_column(String(16))
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[float] = mapped_column(Float)
+    revoked_at: Mapped[float | None] = mapped_column(Float)
+
+
+class SettingRow(Base):
+    __tablename__ = "settings"
+
+    key: Mapped[str] = mapped_column(String(128), primary_key=True)
+    value: Mapped[Any] = mapped_column(JSON)
+
+
+Index("ix_executions_status_created", ExecutionRow.status, ExecutionRow.created_at)

@@ -1,0 +1,116 @@
+"""API tokens: only a SHA-256 of each token is stored; the token itself is shown once."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+from sqlalchemy import Table, func, select
+
+from ..errors import Conflict, InvalidRequest
+from ..execution import iso, new_id
+from ..policy import Role
+from .models import TokenRow
+
+if TYPE_CHECKING:
+    from .db import Store
+
+_TOKENS = cast(Table, TokenRow.__table__)
+TOKEN_PREFIX = "ogs_"  # noqa: S105 - a prefix, not a secret
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class TokenInfo:
+    id: str
+    name: str
+    role: Role
+    created_at: float
+    revoked_at: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "role": self.role.value,
+            "created_at": iso(self.created_at),
+            "revoked_at": iso(self.revoked_at),
+        }
+
+
+class TokenRepo:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def create(self, name: str, role: Role, actor: str = "cli") -> tuple[str, TokenInfo]:
+        name = name.strip()
+        if not name or len(name) > 128:
+            raise InvalidRequest("a token name is 1 to 128 characters")
+        if any(t.name == name and t.revoked_at is None for t in self.all()):
+            raise Conflict(f"an active token is already named {name!r}")
+        token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        info = TokenInfo(new_id(), name, role, time.time())
+        with self.store.tx() as conn:
+            conn.execute(
+                _TOKENS.insert().values(
+                    id=info.id,
+                    name=name,
+                    role=role.value,
+                    token_hash=hash_token(token),
+                    created_at=info.created_at,
+                )
+            )
+            self.store.audit.append(
+                conn, actor, "token.created", info.id, {"name": name, "role": role.value}
+            )
+        return token, info
+
+    def lookup(self, token: str) -> TokenInfo | None:
+        with self.store.read() as conn:
+            row = (
+                conn.execute(
+                    select(_TOKENS).where(
+                        _TOKENS.c.token_hash == hash_token(token), _TOKENS.c.revoked_at.is_(None)
+                    )
+                )
+                .mappings()
+                .first()
+            )
+        return _info(row) if row else None
+
+    def all(self) -> list[TokenInfo]:
+        with self.store.read() as conn:
+            rows = conn.execute(select(_TOKENS).order_by(_TOKENS.c.created_at)).mappings().all()
+        return [_info(r) for r in rows]
+
+    def revoke(self, ident: str, actor: str = "cli") -> bool:
+        """Revoke by id or by name; True when something was revoked."""
+        with self.store.tx() as conn:
+            result = conn.execute(
+                _TOKENS.update()
+                .where((_TOKENS.c.id == ident) | (_TOKENS.c.name == ident))
+                .where(_TOKENS.c.revoked_at.is_(None))
+                .values(revoked_at=time.time())
+            )
+            if result.rowcount:
+                self.store.audit.append(conn, actor, "token.revoked", ident, {})
+            return bool(result.rowcount)
+
+    def count_active(self) -> int:
+        with self.store.read() as conn:
+            value = conn.execute(
+                select(func.count()).select_from(_TOKENS).where(_TOKENS.c.revoked_at.is_(None))
+            ).scalar()
+        return int(value or 0)
+
+
+def _info(row: Any) -> TokenInfo:
+    return TokenInfo(
+        row["id"], row["name"], Role(row["role"]), row["created_at"], row["revoked_at"]
+    )
