@@ -138,3 +138,19 @@ def test_a_broken_persona_file_is_logged_and_skipped(tmp_path: Path) -> None:
     )
     assert "ops_responder" in registry.personas
     assert any(line.startswith("skill loader: persona parse ") for line in lines)
+
+
+def test_a_fifo_named_like_a_persona_never_blocks_the_loader(tmp_path: Path) -> None:
+    import os
+
+    os.mkfifo(tmp_path / "trap.md")
+    write(tmp_path, RESPONDER, "good.md")
+    with pytest.raises(ManifestError) as caught:
+        load_persona(str(tmp_path / "trap.md"))
+    assert caught.value.message == "not a regular file"
+    lines: list[str] = []
+    registry = ongrid_skills.load_registry(
+        external_dirs=[], persona_dirs=[str(tmp_path)], log=lines.append
+    )
+    assert "ops_responder" in registry.personas
+    assert any("trap.md: not a regular file" in line for line in lines)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -22,6 +23,15 @@ from .skill import DEFAULT_TIMEOUT_SECONDS, Skill
 LOG = logging.getLogger("ongrid_skills.loader")
 PREFIX = "skill loader: "
 LogSink = Callable[[str], None]
+
+
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+_CONTROL_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape_control(match: re.Match[str]) -> str:
+    char = match.group()
+    return _CONTROL_ESCAPES.get(char, f"\\x{ord(char):02x}")
 
 
 def default_sink(line: str) -> None:
@@ -53,6 +63,9 @@ class Walker:
         self.report = report
 
     def log(self, message: str) -> None:
+        # One line per event, always: a name, entry or path from a manifest or the tree that
+        # carries a newline (or any control character) must not forge a second loader line.
+        message = _CONTROL_RE.sub(_escape_control, message)
         self.report.lines.append(message)
         self.sink(PREFIX + message)
 

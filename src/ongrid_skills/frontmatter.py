@@ -15,14 +15,16 @@ from typing import Any
 import yaml
 
 from .errors import ManifestError
+from .paths import NotRegularFile, read_regular
 
 MAX_FRONTMATTER_FILE_BYTES = 1024 * 1024
 
 
 def read_text(path: str) -> str:
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read(MAX_FRONTMATTER_FILE_BYTES + 1)
+        raw = read_regular(path, MAX_FRONTMATTER_FILE_BYTES + 1)
+    except NotRegularFile:
+        raise ManifestError("not a regular file", path=path, kind="parse") from None
     except OSError as exc:
         raise ManifestError(
             f"cannot read: {exc.strerror or exc}", path=path, kind="parse"

@@ -8,6 +8,7 @@ Unknown fields are ignored by the loader and reported as warnings by :func:`unkn
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -17,7 +18,7 @@ from difflib import get_close_matches
 from typing import Any
 
 from .errors import ManifestError
-from .paths import ENV_NAME_RE, check_entry
+from .paths import ENV_NAME_RE, NotRegularFile, check_entry, read_regular
 from .policy import SkillClass
 from .schemas import EMPTY_OBJECT_SCHEMA, json_type, schema_problem
 from .skill import DEFAULT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS, Skill, SpawnTarget
@@ -40,8 +41,10 @@ KNOWN_FIELDS = (
 def read_manifest(path: str) -> tuple[bytes, dict[str, Any]]:
     """Read and parse one manifest; raise a parse ManifestError on any failure."""
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read(MAX_MANIFEST_BYTES + 1)
+        # A FIFO named skill.json must not block start-up: only regular files are read.
+        raw = read_regular(path, MAX_MANIFEST_BYTES + 1)
+    except NotRegularFile:
+        raise ManifestError("not a regular file", path=path, kind="parse") from None
     except OSError as exc:
         raise ManifestError(
             f"cannot read: {exc.strerror or exc}", path=path, kind="parse"
@@ -63,7 +66,8 @@ def parse_manifest(raw: bytes, path: str) -> dict[str, Any]:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line, col = _position(raw[: exc.start].decode("utf-8", "replace"), len(raw[: exc.start]))
+        before = raw[: exc.start].decode("utf-8")  # valid up to the bad byte
+        line, col = _position(before, len(before))
         raise ManifestError(
             f"not UTF-8: invalid byte 0x{raw[exc.start]:02x} at line {line} column {col}",
             path=path,
@@ -74,10 +78,20 @@ def parse_manifest(raw: bytes, path: str) -> dict[str, Any]:
     if not text.strip():
         raise ManifestError("empty file: expected a JSON object", path=path, kind="parse")
     try:
-        obj = json.loads(text)
+        obj = json.loads(text, parse_constant=_reject_constant)
+    except _NonStandardConstant as exc:
+        line, col = _constant_position(text)
+        raise ManifestError(
+            f"invalid JSON value {exc.args[0]} at line {line} column {col}",
+            path=path,
+            kind="parse",
+            line=line,
+            column=col,
+        ) from None
     except json.JSONDecodeError as exc:
         raise ManifestError(
-            f"{exc.msg} at line {exc.lineno} column {exc.colno}",
+            # Some messages end in "at" ("Invalid control character at"): avoid "at at".
+            f"{exc.msg.removesuffix(' at')} at line {exc.lineno} column {exc.colno}",
             path=path,
             kind="parse",
             line=exc.lineno,
@@ -92,6 +106,25 @@ def parse_manifest(raw: bytes, path: str) -> dict[str, Any]:
             kind="parse",
         )
     return obj
+
+
+class _NonStandardConstant(ValueError):
+    """NaN, Infinity and -Infinity: accepted by Python's json module, but not JSON."""
+
+
+def _reject_constant(name: str) -> Any:
+    raise _NonStandardConstant(name)
+
+
+_STRING_OR_CONSTANT_RE = re.compile(r'"(?:[^"\\]|\\.)*"|(-?Infinity|NaN)', re.DOTALL)
+
+
+def _constant_position(text: str) -> tuple[int, int]:
+    """Line and column of the first NaN/Infinity outside a string (1, 1 if not found)."""
+    for match in _STRING_OR_CONSTANT_RE.finditer(text):
+        if match.group(1):
+            return _position(text, match.start(1))
+    return 1, 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +165,8 @@ def build_skill(
         what = "is required" if description is None else "must be a non-blank string"
         raise fail(f"description {what}", "description")
 
-    schema = obj.get("schema", EMPTY_OBJECT_SCHEMA)
+    # A fresh default per skill: never share one mutable dict between skills.
+    schema = obj["schema"] if "schema" in obj else copy.deepcopy(EMPTY_OBJECT_SCHEMA)
     problem = schema_problem(schema)
     if problem is not None:
         raise fail(problem, "schema")
@@ -237,12 +271,26 @@ def unknown_fields(obj: dict[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
+_TOKEN_RE = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\]]', re.DOTALL)
+_COLON_RE = re.compile(r"\s*:")
+
+
 def key_position(text: str, key: str) -> tuple[int, int]:
-    """Line and column of the first ``"key":`` in a manifest's text (1, 1 when absent)."""
-    match = re.search(r'"' + re.escape(key) + r'"\s*:', text)
-    if not match:
-        return 1, 1
-    return _position(text, match.start())
+    """Line and column of the top-level ``"key":`` in a manifest's text (1, 1 when absent).
+
+    Only keys of the top-level object count: a schema property of the same name (``name``,
+    ``description``, ``timeout_seconds``...) earlier in the file must not take the position.
+    """
+    depth = 0
+    for match in _TOKEN_RE.finditer(text):
+        lexeme = match.group()
+        if lexeme[0] != '"':
+            depth += 1 if lexeme in "{[" else -1
+        elif depth == 1 and _COLON_RE.match(text, match.end()):
+            unquoted = lexeme[1:-1] if "\\" not in lexeme else json.loads(lexeme)
+            if unquoted == key:
+                return _position(text, match.start())
+    return 1, 1
 
 
 def _position(text: str, offset: int) -> tuple[int, int]:

@@ -79,3 +79,19 @@ def check_entry(entry: str, root: str, shown_root: str | None = None) -> EntryCh
     if not (st.st_mode & 0o111) or not os.access(real, os.X_OK):
         return EntryCheck(real, f"entry {entry} is not executable")
     return EntryCheck(real)
+
+
+class NotRegularFile(OSError):
+    """The path names a FIFO, device, socket or directory, not a regular file."""
+
+
+def read_regular(path: str, limit: int) -> bytes:
+    """Read at most ``limit`` bytes of a regular file, never blocking on a FIFO or device.
+
+    Raises NotRegularFile for anything but a regular file, OSError when it cannot be read.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            raise NotRegularFile("not a regular file")
+        return fh.read(limit)

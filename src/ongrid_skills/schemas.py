@@ -42,8 +42,19 @@ def schema_problem(schema: object) -> str | None:
         pointer = "/" + "/".join(str(p) for p in exc.instance_path)
         return f"schema is not a valid Draft 2020-12 schema at {pointer}: {exc.message}"
     except (jsonschema_rs.ReferencingError, ValueError) as exc:
-        return f"schema cannot be compiled: {exc}"
+        return f"schema cannot be compiled: {_first_line(exc)}"
+    # Meta-validation does not catch everything (dangling or remote $ref, bad regex): compile
+    # now, so that a skill whose schema can never validate args is refused at load time.
+    try:
+        validator_for(schema)
+    except (jsonschema_rs.ValidationError, jsonschema_rs.ReferencingError, ValueError) as exc:
+        return f"schema cannot be compiled: {_first_line(exc)}"
     return None
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(getattr(exc, "message", "") or exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def schema_key(schema: dict[str, Any]) -> str:
@@ -52,7 +63,8 @@ def schema_key(schema: dict[str, Any]) -> str:
 
 @lru_cache(maxsize=4096)
 def _compiled(key: str) -> jsonschema_rs.Draft202012Validator:
-    return jsonschema_rs.Draft202012Validator(json.loads(key))
+    # offline: a $ref is never fetched over the network (loading a manifest makes no request).
+    return jsonschema_rs.Draft202012Validator(json.loads(key), offline=True)
 
 
 def validator_for(schema: dict[str, Any]) -> jsonschema_rs.Draft202012Validator:

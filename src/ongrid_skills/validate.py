@@ -16,6 +16,7 @@ from .discovery import LoadReport, Walker
 from .errors import ManifestError
 from .frontmatter import key_line
 from .manifest import Location, build_skill, key_position, read_manifest, unknown_fields
+from .paths import read_regular
 from .persona import load_persona
 
 _NOT_PERSONAS = {"SKILL.md", "README.md", "CHANGELOG.md"}
@@ -114,8 +115,10 @@ def _validate_manifest(
 
 
 def _validate_persona(real: str, shown: str) -> list[Finding]:
-    with open(real, "rb") as fh:
-        head = fh.read(4096).decode("utf-8", "replace").lstrip()
+    try:
+        head = read_regular(real, 4096).decode("utf-8", "replace").lstrip()
+    except OSError as exc:
+        return [Finding(shown, 1, 1, "error", f"cannot read: {exc.strerror or exc}")]
     if not head.startswith("---"):
         return []  # plain Markdown documentation, not a persona
     try:

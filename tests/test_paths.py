@@ -1,0 +1,107 @@
+"""Path and environment safety helpers: dir lists, containment, entry checks, child env."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from ongrid_skills.paths import check_entry, child_env, is_within, split_dir_list
+
+SCRIPT = "#!/bin/sh\necho '{}'\n"
+
+
+@pytest.mark.parametrize(
+    ("value", "dirs"),
+    [
+        ("", []),
+        ("   ", []),
+        ("/a", ["/a"]),
+        ("/a:/b", ["/a", "/b"]),
+        ("/a,/b", ["/a", "/b"]),
+        (" /a : /b , /c ", ["/a", "/b", "/c"]),
+        (":,/a::,,/b,:", ["/a", "/b"]),
+        ("/with space/dir:/b", ["/with space/dir", "/b"]),
+        ("rel/dir,/abs", ["rel/dir", "/abs"]),
+    ],
+)
+def test_a_dir_list_splits_on_colon_and_comma_dropping_blanks_and_trimming_spaces(
+    value: str, dirs: list[str]
+) -> None:
+    assert split_dir_list(value) == dirs
+
+
+@pytest.mark.parametrize(
+    ("path", "root", "inside"),
+    [
+        ("/etc/ongrid/skills", "/etc/ongrid/skills", True),
+        ("/etc/ongrid/skills/a/run", "/etc/ongrid/skills", True),
+        ("/etc/ongrid/skills-evil/run", "/etc/ongrid/skills", False),
+        ("/etc/ongrid/skillsrun", "/etc/ongrid/skills", False),
+        ("/etc/ongrid", "/etc/ongrid/skills", False),
+        ("/tmp/escape.sh", "/etc/ongrid/skills", False),
+        ("/anything", "/", True),
+        ("/a/b", "/a/", True),
+    ],
+)
+def test_containment_is_by_path_component_not_by_string_prefix(
+    path: str, root: str, inside: bool
+) -> None:
+    assert is_within(path, root) is inside
+
+
+def make_exec(path: Path, mode: int = 0o755) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(SCRIPT)
+    path.chmod(mode)
+    return path
+
+
+def test_check_entry_accepts_an_executable_under_the_root_and_canonicalises_it(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "root"
+    real = make_exec(root / "a" / "run")
+    (root / "a" / "alias").symlink_to(real)
+    check = check_entry(str(root / "a" / "alias"), os.path.realpath(root))
+    assert check.problem is None
+    assert check.path == os.path.realpath(real)
+
+
+def test_check_entry_refuses_a_symlink_escaping_the_root(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    outside = make_exec(tmp_path / "escape.sh")
+    (root / "a").mkdir(parents=True)
+    (root / "a" / "run").symlink_to(outside)
+    check = check_entry(str(root / "a" / "run"), os.path.realpath(root), "/shown/root")
+    real = os.path.realpath(outside)
+    assert check.problem == f"entry {real} escapes allowlist root /shown/root"
+
+
+@pytest.mark.parametrize(
+    ("setup", "problem"),
+    [
+        ("missing", "does not exist"),
+        ("directory", "is not a regular file"),
+        ("not-executable", "is not executable"),
+    ],
+)
+def test_check_entry_refuses_a_missing_directory_or_non_executable_entry(
+    tmp_path: Path, setup: str, problem: str
+) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    entry = root / "run"
+    if setup == "directory":
+        entry.mkdir()
+    elif setup == "not-executable":
+        make_exec(entry, 0o644)
+    check = check_entry(str(entry), os.path.realpath(root))
+    assert check.problem == f"entry {entry} {problem}"
+
+
+def test_the_child_environment_holds_only_allowed_names_that_are_set() -> None:
+    environ = {"PATH": "/bin", "HOME": "/root", "SECRET": "x"}
+    assert child_env(["HOME", "UNSET_NAME"], environ) == {"HOME": "/root"}
+    assert child_env([], environ) == {}
