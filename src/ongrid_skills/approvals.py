@@ -66,7 +66,14 @@ class ApprovalDesk:
         )
         execution.status = Status.PENDING_APPROVAL
         execution.approval_id = approval.id
-        first_signer = confirmed and principal.human and skill.skill_class is SkillClass.DANGEROUS
+        # The requester's explicit confirmation is the first signature of a dangerous call only
+        # when they could sign it at all: a human with the admin role (SPEC §5).
+        first_signer = (
+            confirmed
+            and principal.human
+            and principal.role is Role.ADMIN
+            and skill.skill_class is SkillClass.DANGEROUS
+        )
         with self.store.tx() as conn:
             self.store.executions.insert(
                 conn,
@@ -211,7 +218,8 @@ class ApprovalDesk:
             skill = self.m.registry.get(approval.skill)
         except UnknownSkill:
             skill = None
-        if skill is None or skill.definition_hash != approval.definition_hash:
+        moved = skill is not None and skill.target is not None and skill.target.changed_on_disk()
+        if skill is None or moved or skill.definition_hash != approval.definition_hash:
             reason = "the skill changed since the request; the request is void"
             self._close(approval, "void", "manager", reason)
             raise Conflict(reason)

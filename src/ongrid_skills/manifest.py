@@ -18,7 +18,14 @@ from difflib import get_close_matches
 from typing import Any
 
 from .errors import ManifestError
-from .paths import ENV_NAME_RE, NotRegularFile, check_entry, read_regular
+from .paths import (
+    ENV_NAME_RE,
+    Fingerprint,
+    NotRegularFile,
+    check_entry,
+    fingerprint,
+    read_regular,
+)
 from .policy import SkillClass
 from .schemas import EMPTY_OBJECT_SCHEMA, json_type, schema_problem
 from .skill import DEFAULT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS, Skill, SpawnTarget
@@ -217,7 +224,7 @@ def build_skill(
     if not isinstance(category, str) or not category.strip():
         raise fail("category must be a non-blank string", "category")
 
-    target = _resolve_entry(entry, loc, fail)
+    target, print_ = _resolve_entry(entry, loc, fail)
     return Skill(
         name=name,
         description=description.strip(),
@@ -234,12 +241,13 @@ def build_skill(
             folder=loc.folder,
             env_allow=tuple(dict.fromkeys(env_allow)),
             shown_root=loc.shown_root,
+            fingerprint=print_,
         ),
     )
 
 
-def _resolve_entry(entry: str, loc: Location, fail: Any) -> str:
-    """The canonical entry path, or a build error with the loader's wording."""
+def _resolve_entry(entry: str, loc: Location, fail: Any) -> tuple[str, Fingerprint | None]:
+    """The canonical entry path and its fingerprint, or a build error in the loader's words."""
     if not os.path.isabs(entry) and "/" not in entry and entry not in (".", ".."):
         # Fast path: the folder is canonical (the walk never follows links), so a plain file
         # directly inside it needs only an lstat, no realpath.
@@ -250,13 +258,13 @@ def _resolve_entry(entry: str, loc: Location, fail: Any) -> str:
             st = None
         if st is not None and stat.S_ISREG(st.st_mode):
             if st.st_mode & 0o111 and os.access(path, os.X_OK):
-                return path
+                return path, fingerprint(st)
             raise fail(f"entry {path} is not executable", "entry")
     joined = os.path.normpath(entry if os.path.isabs(entry) else os.path.join(loc.folder, entry))
     check = check_entry(joined, loc.root, loc.shown_root)
     if check.problem is not None:
         raise fail(check.problem, "entry")
-    return check.path
+    return check.path, check.fingerprint
 
 
 def unknown_fields(obj: dict[str, Any]) -> list[tuple[str, str]]:

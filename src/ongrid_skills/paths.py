@@ -46,12 +46,21 @@ def child_env(allow: Iterable[str], environ: Mapping[str, str]) -> dict[str, str
     return {name: environ[name] for name in allow if name in environ}
 
 
+Fingerprint = tuple[int, int, int, int]
+
+
+def fingerprint(st: os.stat_result) -> Fingerprint:
+    """What identifies a file's content cheaply: device, inode, size, modification time."""
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
 @dataclass(frozen=True, slots=True)
 class EntryCheck:
-    """The outcome of checking an entry: its canonical path, or why it is refused."""
+    """The outcome of checking an entry: its canonical path and fingerprint, or the problem."""
 
     path: str
     problem: str | None = None
+    fingerprint: Fingerprint | None = None
 
 
 def check_entry(entry: str, root: str, shown_root: str | None = None) -> EntryCheck:
@@ -78,7 +87,7 @@ def check_entry(entry: str, root: str, shown_root: str | None = None) -> EntryCh
         return EntryCheck(real, f"entry {entry} is not a regular file")
     if not (st.st_mode & 0o111) or not os.access(real, os.X_OK):
         return EntryCheck(real, f"entry {entry} is not executable")
-    return EntryCheck(real)
+    return EntryCheck(real, fingerprint=fingerprint(st))
 
 
 class NotRegularFile(OSError):

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
 import jsonschema_rs
 
 from .errors import Violation
+from .paths import Fingerprint, fingerprint
 from .policy import SkillClass
 from .schemas import EMPTY_OBJECT_SCHEMA, validate_args, validator_for
 
@@ -26,6 +28,14 @@ class SpawnTarget:
     folder: str
     env_allow: tuple[str, ...] = ()
     shown_root: str = ""
+    fingerprint: Fingerprint | None = None  # the entry file as loaded (dev, ino, size, mtime)
+
+    def changed_on_disk(self) -> bool:
+        """True when the entry file is no longer the one that was loaded."""
+        try:
+            return fingerprint(os.stat(self.entry)) != self.fingerprint
+        except OSError:
+            return True
 
 
 @dataclass(slots=True, eq=False)
@@ -67,6 +77,7 @@ class Skill:
                 "source": self.source,
                 "entry": target.entry if target else None,
                 "env_allow": list(target.env_allow) if target else None,
+                "fingerprint": list(target.fingerprint or ()) if target else None,
                 "origin": self.origin,
             }
             raw = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
