@@ -26,6 +26,7 @@ import sys
 import time
 
 PR_SET_CHILD_SUBREAPER = 36
+_MAX_PASSES = 8  # depth of a detached process tree a single sweep unwinds
 
 
 def _become_subreaper() -> bool:
@@ -62,21 +63,32 @@ class OrphanReaper:
         if not self.enabled or os.getpid() != self.pid:
             return 0
         killed = 0
-        for pid in _children(self.pid):
-            if pid in self.live:
-                continue
-            info = _stat(pid)
-            if info is None:
-                continue
-            sid, start = info
-            if sid == self.own_sid or sid in self.live:
-                continue
-            if sid != call_pid and any(start >= began - 1 for began in self.live.values()):
-                continue  # may belong to a call still running: a later sweep decides
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-                killed += 1
-            _reap_soon(pid)
+        ours = {call_pid}  # sessions known to belong to the ending call
+        seen: set[int] = set()
+        # Killing an orphan re-parents its own children (a daemon's workers) to us: sweep again
+        # until a pass finds nothing new. Their sessions are the ending call's by descent.
+        for _ in range(_MAX_PASSES):
+            found = False
+            for pid in _children(self.pid):
+                if pid in self.live or pid in seen:
+                    continue
+                info = _stat(pid)
+                if info is None:
+                    continue
+                sid, start = info
+                if sid == self.own_sid or sid in self.live:
+                    continue
+                if sid not in ours and any(start >= began - 1 for began in self.live.values()):
+                    continue  # may belong to a call still running: a later sweep decides
+                seen.add(pid)
+                ours.add(sid)
+                found = True
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+                    killed += 1
+                _reap_soon(pid)
+            if not found:
+                break
         return killed
 
 

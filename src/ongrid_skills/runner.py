@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
+import select
 import signal
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -35,6 +37,7 @@ STDERR_BUDGET = 1024 * 1024
 TAIL_BYTES = 4 * 1024
 KILL_GRACE_SECONDS = 2.0
 LINGER_SECONDS = 1.0
+ABANDON_REAP_SECONDS = 0.1  # how long a cancelled call waits for its SIGKILLed child
 _READ_CHUNK = 256 * 1024
 
 
@@ -115,7 +118,14 @@ class SubprocessRunner:
         try:
             await call.wait()
         except BaseException:
-            call.abandon()
+            # Cancelled: the group is killed now; once the main process is reaped, sweep what it
+            # left (its killed children were re-parented to us and must be reaped, and setsid
+            # daemons killed). The call is no longer live for that sweep.
+            sweep: Callable[[], object] | None = None
+            if self.reaper is not None:
+                self.reaper.call_ended(proc.pid)
+                sweep = functools.partial(self.reaper.sweep, proc.pid)
+            call.abandon(sweep)
             raise
         finally:
             if self.reaper is not None:
@@ -265,21 +275,8 @@ class _Call:
         # The main process is gone but something still holds the pipes: end it now.
         self._kill_group(signal.SIGKILL)
         for fd in list(self.pipes):
-            self._drain(fd)
+            self._on_readable(fd)  # what is already in the pipe, with the stdout cap applied
             self._close_pipe(fd)
-
-    def _drain(self, fd: int) -> None:
-        for _ in range(64):
-            try:
-                chunk = os.read(fd, _READ_CHUNK)
-            except OSError:
-                return
-            if not chunk:
-                return
-            if fd == self.err_fd:
-                self.err.feed(chunk)
-            elif len(self.stdout) + len(chunk) <= self.runner.stdout_cap:
-                self.stdout += chunk
 
     def _on_timeout(self) -> None:
         if self.done.done() or self.exited:
@@ -314,33 +311,43 @@ class _Call:
             os.close(self.pidfd)
             self.pidfd = None
 
-    def abandon(self) -> None:
-        """The awaiting task was cancelled: kill everything now, reap in the background."""
+    def abandon(self, then: Callable[[], object] | None = None) -> None:
+        """The awaiting task was cancelled: kill everything now, reap, then call ``then``.
+
+        A SIGKILLed process is normally gone at once, so it is reaped right here: the event loop
+        may be about to close (``asyncio.run`` around a cancelled ``wait_for``), and a reader
+        that never fires would leak the pidfd. Only a child that does not die within
+        ``ABANDON_REAP_SECONDS`` (uninterruptible sleep) is reaped in the background.
+        """
         for timer in self.timers:
             timer.cancel()
         self._kill_group(signal.SIGKILL)
         self._close_stdin()
         for fd in list(self.pipes):
             self._close_pipe(fd)
-        if self.exited or self.pidfd is None:
-            self._finish_quietly()
-            return
         pidfd = self.pidfd
-        self.loop.remove_reader(pidfd)
-
-        def reap_later() -> None:
+        if pidfd is not None and not self.exited:
             self.loop.remove_reader(pidfd)
-            self._finish_quietly()
+            if not _exits_within(pidfd, ABANDON_REAP_SECONDS):
 
-        self.loop.add_reader(pidfd, reap_later)
+                def reap_later() -> None:
+                    self.loop.remove_reader(pidfd)
+                    self._finish_quietly(then)
 
-    def _finish_quietly(self) -> None:
+                self.loop.add_reader(pidfd, reap_later)
+                return
+        self._finish_quietly(then)
+
+    def _finish_quietly(self, then: Callable[[], object] | None = None) -> None:
         with contextlib.suppress(Exception):
             self.status = _reap(self.pid)
             self.proc.returncode = self.status
         if self.pidfd is not None:
             os.close(self.pidfd)
             self.pidfd = None
+        if then is not None:
+            with contextlib.suppress(Exception):
+                then()
 
     # ---- result ---------------------------------------------------------------------------
     def outcome(self) -> RunOutcome:
@@ -493,6 +500,13 @@ def _pidfd_open(pid: int) -> int | None:
     except OSError:
         return None
     return fd
+
+
+def _exits_within(pidfd: int, seconds: float) -> bool:
+    """Wait at most ``seconds`` for the process behind ``pidfd`` to exit."""
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    return bool(poller.poll(seconds * 1000))
 
 
 def _wait_no_reap(pid: int) -> None:

@@ -1,0 +1,1 @@
+"""Helpers for the runner and reaper tests: real skill folders, C programs, process probes."""
