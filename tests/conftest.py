@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.support import MakeSkill, write_skill
+
+# Tests count skills and loader lines exactly: the bundled catalogue stays out unless a test
+# asks for it (bundled=True, or ONGRID_BUNDLED_SKILLS=1 in a child's environment).
+os.environ.setdefault("ONGRID_BUNDLED_SKILLS", "0")
 
 
 @pytest.fixture

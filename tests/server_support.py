@@ -58,6 +58,7 @@ def make_settings(tmp_path: Path, skills_root: Path, **overrides: Any) -> Settin
         "external_dirs": (str(skills_root),),
         "persona_dirs": (str(personas),),
         "data_dir": str(tmp_path / "data"),
+        "bundled_skills": False,
     }
     base.update(overrides)
     return Settings(**base)
@@ -92,7 +93,12 @@ class ServeProcess:
 def start_serve(data_dir: Path, env: dict[str, str], deadline: float = 30) -> ServeProcess:
     """Start `ongrid-skills serve` on a free port; wait until /v1/health answers."""
     port = free_port()
-    environ = {"PATH": os.environ["PATH"], "ONGRID_DATA_DIR": str(data_dir), **env}
+    environ = {
+        "PATH": os.environ["PATH"],
+        "ONGRID_DATA_DIR": str(data_dir),
+        "ONGRID_BUNDLED_SKILLS": "0",
+        **env,
+    }
     proc = subprocess.Popen(
         [venv_bin("ongrid-skills"), "-q", "serve", "--port", str(port)],
         stdout=subprocess.PIPE,

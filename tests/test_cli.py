@@ -22,7 +22,11 @@ def cli(
     env: dict[str, str] | None = None,
     timeout: float = 30,
 ) -> subprocess.CompletedProcess[str]:
-    environ = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/root")}
+    environ = {
+        "PATH": os.environ["PATH"],
+        "HOME": os.environ.get("HOME", "/root"),
+        "ONGRID_BUNDLED_SKILLS": "0",
+    }
     if root is not None:
         environ["ONGRID_SKILLS_EXTERNAL_DIRS"] = str(root)
     environ.update(env or {})

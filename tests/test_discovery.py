@@ -46,7 +46,7 @@ def load(*roots: Path | str) -> tuple[ongrid_skills.Registry, list[str]]:
     registry = ongrid_skills.load_registry(
         external_dirs=[str(r) for r in roots],
         persona_dirs=[],
-        settings=Settings.load(environ={}),
+        settings=Settings.load(environ={"ONGRID_BUNDLED_SKILLS": "0"}),
         log=lines.append,
     )
     return registry, lines
@@ -547,7 +547,8 @@ def test_the_external_dirs_variable_feeds_the_loader_with_both_separators(
     one = write_skill(tmp_path / "one" / "a", "a")
     two = write_skill(tmp_path / "two" / "b", "b")
     value = f" {tmp_path / 'one'} :, ,{tmp_path / 'missing'}, relative/dir :{tmp_path / 'two'}: "
-    settings = Settings.load(environ={"ONGRID_SKILLS_EXTERNAL_DIRS": value})
+    environ = {"ONGRID_SKILLS_EXTERNAL_DIRS": value, "ONGRID_BUNDLED_SKILLS": "0"}
+    settings = Settings.load(environ=environ)
     lines: list[str] = []
     registry = ongrid_skills.load_registry(persona_dirs=[], settings=settings, log=lines.append)
     assert sorted(registry.skills) == ["a", "b"]

@@ -52,7 +52,7 @@ def load(*roots: Path | str) -> tuple[ongrid_skills.Registry, list[str]]:
     registry = ongrid_skills.load_registry(
         external_dirs=[str(r) for r in roots],
         persona_dirs=[],
-        settings=Settings.load(environ={}),
+        settings=Settings.load(environ={"ONGRID_BUNDLED_SKILLS": "0"}),
         log=lines.append,
     )
     return registry, lines

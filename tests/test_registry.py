@@ -32,7 +32,7 @@ def load(root: Path) -> Registry:
     return ongrid_skills.load_registry(
         external_dirs=[str(root)],
         persona_dirs=[],
-        settings=Settings.load(environ={}),
+        settings=Settings.load(environ={"ONGRID_BUNDLED_SKILLS": "0"}),
         log=lambda _line: None,
     )
 

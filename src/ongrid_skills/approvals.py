@@ -327,6 +327,9 @@ class ApprovalDesk:
                 execution.error = ErrorInfo("skill_changed", "the skill changed since approval")
                 execution.finished_at = self.m.clock()
                 with self.store.tx() as conn:
+                    self.store.approvals.set_status(
+                        conn, approval.id, "void", execution.finished_at, execution.error.message
+                    )
                     self.store.executions.update(conn, execution)
                     self.store.audit.append(
                         conn,

@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 
 import click
 
-from . import cli_server, scaffold, validate
+from . import cli_server, scaffold, toolspec, validate
 from .errors import (
     ApprovalRequired,
     Denied,
@@ -163,6 +163,16 @@ def show(obj: Context, name: str, as_json: bool) -> None:
         click.echo(f"{'entry:':<17}{skill.target.entry}")
         click.echo(f"{'env_allow:':<17}{', '.join(skill.target.env_allow) or '(none)'}")
     click.echo(f"{'manifest:':<17}{skill.origin}")
+    if skill.when_to_use:
+        click.echo(f"{'when_to_use:':<17}{skill.when_to_use}")
+    if not skill.available:
+        click.echo(f"{'unavailable:':<17}{skill.unavailable_reason}")
+    if skill.activation:
+        keywords = f" ({', '.join(skill.keywords)})" if skill.keywords else ""
+        click.echo(f"{'activation:':<17}{skill.activation}{keywords}")
+    for key, value in sorted((skill.extra or {}).items()):
+        if value is not None:
+            click.echo(f"{key + ':':<17}{json.dumps(value, ensure_ascii=False)}")
     click.echo("schema:")
     click.echo(json.dumps(skill.schema, indent=2, ensure_ascii=False))
 
@@ -260,6 +270,33 @@ def _print_execution(execution: Execution, as_json: bool) -> None:
     error = execution.error
     detail = f"{error.code}: {error.message}" if error else execution.status.value
     click.echo(f"ongrid-skills: {execution.skill} {execution.status.value} ({detail})", err=True)
+
+
+@cli.command()
+@click.option("--persona", default="default", show_default=True, help="Whose view.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(list(toolspec.FORMATS)),
+    default="openai",
+    show_default=True,
+)
+@click.option("-m", "--message", help="The user's message (activates keyword skills).")
+@click.pass_obj
+def tools(obj: Context, persona: str, fmt: str, message: str | None) -> None:
+    """Print the tool definitions the LLM would see, as JSON."""
+    registry = obj.registry()
+    try:
+        who = registry.persona(persona)
+    except SkillError as exc:
+        fail(exc)
+    click.echo(
+        json.dumps(
+            toolspec.export_all(toolspec.offered(registry, who, message), fmt),
+            indent=2,
+            ensure_ascii=False,
+        )
+    )
 
 
 @cli.command("validate")

@@ -22,6 +22,10 @@ from .policy import Role
 from .store import Store, open_store
 
 DEFAULT_URL = "http://127.0.0.1:8731"
+#: Largest request head (request line + headers) the server reads; beyond it uvicorn answers 400.
+#: uvicorn's httptools parser has no such bound (a client could send megabytes of headers), so
+#: serve uses its h11 parser, whose bound is ``h11_max_incomplete_event_size``.
+MAX_REQUEST_HEAD_BYTES = 64 * 1024
 
 
 def _store(ctx: click.Context) -> Store:
@@ -56,7 +60,15 @@ def serve(ctx: click.Context, host: str, port: int, watch: bool, access_log: boo
         click.echo(f"ongrid-skills: first start, admin token (shown once, keep it): {first}")
     sys.stdout.flush()
     app = create_app(settings, store=store, loader_sink=ctx.obj.loader_line, watch=watch)
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=access_log)
+    uvicorn.run(
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        access_log=access_log,
+        http="h11",
+        h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES,
+    )
     store.close()
 
 
@@ -165,12 +177,15 @@ class Remote:
             response = self.client.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
             _fail(f"cannot reach the server: {exc}")
-        body = response.json() if response.content else {}
+        try:
+            body = response.json() if response.content else {}
+        except ValueError:  # not JSON: a proxy's page, uvicorn's plain-text 400…
+            body = {"error": {"message": response.text[:500]}}
         if response.status_code >= 400:
             error = body.get("error", {}) if isinstance(body, dict) else {}
             _fail(
                 f"{error.get('code', response.status_code)}: {error.get('message', body)}",
-                code=3 if response.status_code == 403 else 2 if response.status_code < 500 else 1,
+                code=_exit_code(response.status_code),
             )
         return body
 
@@ -179,7 +194,10 @@ class Remote:
             with self.client.stream("GET", path, timeout=None) as response:
                 if response.status_code >= 400:
                     response.read()
-                    _fail(f"{response.status_code}: {response.text}")
+                    _fail(
+                        f"{response.status_code}: {response.text[:500]}",
+                        code=_exit_code(response.status_code),
+                    )
                 event = "message"
                 for line in response.iter_lines():
                     if line.startswith("event:"):
@@ -296,6 +314,13 @@ def executions_logs(execution_id: str, follow: bool, url: str, token: str | None
         else:
             rest = {k: v for k, v in data.items() if k not in ("type", "ts")}
             click.echo(f"[{event}] {json.dumps(rest, ensure_ascii=False)}")
+
+
+def _exit_code(status: int) -> int:
+    """HTTP status → exit code: 403 denied (3), other 4xx usage or input (2), 5xx failed (1)."""
+    if status == 403:
+        return 3
+    return 2 if status < 500 else 1
 
 
 def _actor() -> str:

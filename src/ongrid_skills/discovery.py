@@ -11,7 +11,7 @@ import logging
 import os
 import re
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from .errors import ManifestError
@@ -19,6 +19,7 @@ from .manifest import Location, build_skill, read_manifest
 from .paths import is_within
 from .persona import Persona, load_persona
 from .skill import DEFAULT_TIMEOUT_SECONDS, Skill
+from .skillmd import load_skill_md
 
 LOG = logging.getLogger("ongrid_skills.loader")
 PREFIX = "skill loader: "
@@ -224,4 +225,50 @@ def load_personas(
             personas[persona.name] = persona
             count += 1
             walker.log(f'registered persona "{persona.name}" from {shown}')
+    return count
+
+
+def load_native(
+    dirs: list[str],
+    skills: dict[str, Skill],
+    report: LoadReport,
+    sink: LogSink | None = None,
+    *,
+    config: Mapping[str, str],
+    source: str = "native",
+    default_timeout: int = DEFAULT_TIMEOUT_SECONDS,
+) -> int:
+    """Register the skills of every SKILL.md under ``dirs``; first name wins, as for skill.json."""
+    walker = Walker(sink, report)
+    count = 0
+    for root in walker.roots(dirs):
+        for shown, real in walker.files(root, lambda name: name == "SKILL.md"):
+            try:
+                doc = load_skill_md(
+                    real,
+                    shown=shown,
+                    root=root.real,
+                    shown_root=root.shown,
+                    config=config,
+                    source=source,
+                    default_timeout=default_timeout,
+                )
+            except ManifestError as err:
+                err.path = shown
+                report.errors.append(err)
+                walker.log(format_error(err))
+                continue
+            for _key, message in doc.warnings:
+                walker.log(f"warning {shown}: {message}")
+            for skill in doc.skills:
+                if skill.name in skills:
+                    report.duplicates += 1
+                    walker.log(f'skill "{skill.name}" already registered, skipping {shown}')
+                    continue
+                skills[skill.name] = skill
+                count += 1
+                what = "instructions" if skill.kind == "instructions" else "native"
+                note = "" if skill.available else f" (unavailable: {skill.unavailable_reason})"
+                walker.log(f'registered {what} skill "{skill.name}" from {shown}{note}')
+    report.registered += count
     return count

@@ -25,7 +25,7 @@ from .persona import Persona
 from .principal import Principal
 from .registry import Registry, RegistryHolder
 from .runner import SubprocessRunner
-from .service import gate, run_skill
+from .service import check_runnable, gate, run_skill
 from .settings import Settings
 from .skill import Skill
 from .store import Store
@@ -103,6 +103,7 @@ class Manager:
         registry = self.registry
         try:
             skill = registry.get(name)
+            check_runnable(skill)
             who = registry.persona(persona) if persona else None
         except SkillError as exc:
             self._audit_refusal(principal, name, persona, exc)
@@ -229,7 +230,11 @@ class Manager:
                 self.running += 1
                 self.metrics.running.inc()
                 try:
-                    await run_skill(skill, execution, emit, self.runner)
+                    registry = self.registry
+                    persona = registry.personas.get(execution.persona or "")
+                    await run_skill(
+                        skill, execution, emit, self.runner, registry=registry, persona=persona
+                    )
                 except asyncio.CancelledError:
                     self._cancelled(execution, emit, "the call was cancelled")
                 finally:

@@ -8,31 +8,38 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from types import MappingProxyType
 
-from .discovery import LoadReport, LogSink, load_external, load_personas
+from .builtins.base import signature_schema
+from .builtins.catalogue import read_skill, search_skills
+from .discovery import LoadReport, LogSink, load_external, load_native, load_personas
 from .errors import UnknownPersona, UnknownSkill
 from .persona import DEFAULT_PERSONA, Persona
 from .policy import SkillClass, mode_permits
+from .search import SearchIndex
 from .skill import DEFAULT_TIMEOUT_SECONDS, Skill
 
 
 class Registry:
     """Skills by name and personas by name, frozen at build time."""
 
-    __slots__ = ("_names", "_personas", "_skills", "report")
+    __slots__ = ("_index", "_names", "_personas", "_skills", "config", "report")
 
     def __init__(
         self,
         skills: Mapping[str, Skill],
         personas: Mapping[str, Persona] | None = None,
         report: LoadReport | None = None,
+        config: Mapping[str, str] | None = None,
     ) -> None:
         self._skills: Mapping[str, Skill] = MappingProxyType(dict(skills))
         self._names = tuple(sorted(self._skills))
         merged = {DEFAULT_PERSONA.name: DEFAULT_PERSONA, **(personas or {})}
         self._personas: Mapping[str, Persona] = MappingProxyType(merged)
         self.report = report or LoadReport()
+        self._index: SearchIndex | None = None
+        self.config: Mapping[str, str] = config or {}
 
     def __len__(self) -> int:
         return len(self._skills)
@@ -84,6 +91,15 @@ class Registry:
             out.append(skill)
         return out
 
+    def permits(self, persona: Persona, skill: Skill) -> bool:
+        return persona_permits(persona, skill)
+
+    def search_index(self) -> SearchIndex:
+        """The BM25 index of this snapshot, built on first use."""
+        if self._index is None:
+            self._index = SearchIndex(self._skills[n] for n in self._names)
+        return self._index
+
 
 def persona_permits(persona: Persona, skill: Skill) -> bool:
     """Whether a persona may be offered / run a skill at all (mode and tool lists)."""
@@ -92,21 +108,69 @@ def persona_permits(persona: Persona, skill: Skill) -> bool:
     )
 
 
+BUNDLED_SKILLS_DIR = str(Path(__file__).with_name("skills"))
+
+
+def internal_skills() -> list[Skill]:
+    """The catalogue tools every registry with the bundled catalogue offers."""
+    out = []
+    for fn in (read_skill, search_skills):
+        doc = (fn.__doc__ or "").strip().splitlines()[0]
+        out.append(
+            Skill(
+                name=fn.__name__,
+                description=doc,
+                category="catalogue",
+                kind="native",
+                source="builtin",
+                schema=signature_schema(fn),
+                builtin=fn,
+                origin="builtin",
+                activation="always",
+            )
+        )
+    return out
+
+
 def build_registry(
     external_dirs: Iterable[str] = (),
     persona_dirs: Iterable[str] = (),
     *,
+    native_dirs: Iterable[str] = (),
+    bundled: bool = False,
+    config: Mapping[str, str] | None = None,
     sink: LogSink | None = None,
     extra: Iterable[Skill] = (),
     default_timeout: int = DEFAULT_TIMEOUT_SECONDS,
 ) -> Registry:
-    """Load everything into a fresh Registry. ``extra`` skills (built-ins) register first."""
+    """Load everything into a fresh Registry.
+
+    Order (the first of a name wins): ``extra``, the internal catalogue tools and the bundled
+    SKILL.md catalogue (``bundled``), ``native_dirs`` (SKILL.md), ``external_dirs``
+    (skill.json), then personas.
+    """
     report = LoadReport()
     skills: dict[str, Skill] = {s.name: s for s in extra}
+    config = config or {}
+    if bundled:
+        for skill in internal_skills():
+            skills.setdefault(skill.name, skill)
+        load_native(
+            [BUNDLED_SKILLS_DIR],
+            skills,
+            report,
+            sink,
+            config=config,
+            source="builtin",
+            default_timeout=default_timeout,
+        )
+    load_native(
+        list(native_dirs), skills, report, sink, config=config, default_timeout=default_timeout
+    )
     load_external(list(external_dirs), skills, report, sink, default_timeout=default_timeout)
     personas: dict[str, Persona] = {DEFAULT_PERSONA.name: DEFAULT_PERSONA}
     load_personas(list(persona_dirs), personas, report, sink)
-    return Registry(skills, personas, report)
+    return Registry(skills, personas, report, config)
 
 
 class RegistryHolder:

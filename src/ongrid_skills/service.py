@@ -13,8 +13,9 @@ import time
 from functools import lru_cache
 from typing import Any
 
-from .errors import ApprovalRequired, Denied, InvalidArgs
+from .errors import ApprovalRequired, Denied, InvalidArgs, InvalidRequest
 from .execution import Event, EventSink, Execution, Status
+from .inprocess import run_builtin
 from .paths import child_env
 from .persona import Persona
 from .policy import Decision, Role, decide
@@ -27,6 +28,12 @@ from .skill import Skill
 def default_runner() -> SubprocessRunner:
     """The runner used when none is passed (created on first use, not at import)."""
     return SubprocessRunner()
+
+
+def check_runnable(skill: Skill) -> None:
+    """Instructions skills are read (``read_skill``), never run."""
+    if skill.builtin is None and skill.target is None:
+        raise InvalidRequest(f"{skill.name} is an instructions skill: read it with read_skill")
 
 
 def gate(
@@ -72,6 +79,7 @@ async def execute(
     ApprovalRequired; a skill's own failure is in the returned Execution.
     """
     skill = registry.get(name)
+    check_runnable(skill)
     who = registry.persona(persona) if persona else None
     decision = gate(skill, who, confirm=confirm, allow_dangerous=allow_dangerous)
     if decision.action == "deny":
@@ -82,7 +90,9 @@ async def execute(
     if decision.action == "approve":
         raise ApprovalRequired(decision.reason, signatures_required=decision.signatures_required)
     execution = Execution(skill=name, args=args, persona=persona, requested_by=requested_by)
-    await run_skill(skill, execution, on_event, runner or default_runner())
+    await run_skill(
+        skill, execution, on_event, runner or default_runner(), registry=registry, persona=who
+    )
     return execution
 
 
@@ -91,6 +101,9 @@ async def run_skill(
     execution: Execution,
     on_event: EventSink | None,
     runner: SubprocessRunner,
+    *,
+    registry: Registry | None = None,
+    persona: Persona | None = None,
 ) -> None:
     """Run an already-gated call and fill ``execution`` in place."""
 
@@ -101,8 +114,13 @@ async def run_skill(
     execution.status = Status.RUNNING
     execution.started_at = time.time()
     emit(Event("status", {"status": "running", "skill": skill.name}))
+    if skill.builtin is not None:
+        outcome = await run_builtin(skill, execution.args, emit, registry=registry, persona=persona)
+        apply_outcome(execution, outcome)
+        emit(Event("status", {"status": execution.status.value}))
+        return
     target = skill.target
-    assert target is not None, "a subprocess skill always has a target"
+    assert target is not None, "check_runnable() refuses skills without a target"
     spec = SpawnSpec(
         entry=target.entry,
         root=target.root,

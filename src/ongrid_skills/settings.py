@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -24,6 +24,15 @@ class Settings:
     max_concurrent_executions: int = field(default_factory=lambda: 4 * (os.cpu_count() or 1))
     execution_queue_size: int = 100
     approval_ttl_seconds: int = 3600
+    toolbag_deferral_threshold: int = 30
+    bundled_skills: bool = True  # the package's built-in catalogue (skills/ + read/search)
+    config: Mapping[str, str] = field(
+        default_factory=dict
+    )  # skill config keys, e.g. prometheus.url
+
+    def config_value(self, key: str) -> str | None:
+        """A skill config key: ``ONGRID_PROMETHEUS_URL`` for ``prometheus.url``, then the file."""
+        return self.config.get(key)
 
     @classmethod
     def load(cls, environ: Mapping[str, str] | None = None, config: str | None = None) -> Settings:
@@ -38,14 +47,63 @@ class Settings:
                 raise ConfigError(f"config file {config}: {exc}") from None
             section = data.get("ongrid", data)
             values.update(section)
+        skill_config = _flatten(values.pop("config", {}) or {})
         for spec in fields(cls):
             raw = env.get(_ENV_NAMES.get(spec.name, "ONGRID_" + spec.name.upper()))
             if raw is not None:
                 values[spec.name] = raw
-        return cls(**{k: _coerce(k, v) for k, v in values.items() if k in _FIELD_NAMES})
+        settled = {k: _coerce(k, v) for k, v in values.items() if k in _FIELD_NAMES}
+        settled["config"] = ConfigView(skill_config, env)
+        return cls(**settled)
 
 
-_FIELD_NAMES = {f.name for f in fields(Settings)}
+_FIELD_NAMES = {f.name for f in fields(Settings)} - {"config"}
+
+
+class ConfigView(Mapping[str, str]):
+    """Skill config keys: the environment (``ONGRID_`` + key upper-cased, ``.``/``-`` → ``_``)
+    wins over the ``[config]`` table of the settings file."""
+
+    def __init__(self, file_values: Mapping[str, str], environ: Mapping[str, str]) -> None:
+        self._file = dict(file_values)
+        self._env = {k: v for k, v in environ.items() if k.startswith("ONGRID_")}
+
+    @staticmethod
+    def env_name(key: str) -> str:
+        return "ONGRID_" + key.upper().replace(".", "_").replace("-", "_")
+
+    def __getitem__(self, key: str) -> str:
+        value = self._env.get(self.env_name(key))
+        if value is None:
+            value = self._file[key]
+        return value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._file)
+
+    def __len__(self) -> int:
+        return len(self._file)
+
+    def __contains__(self, key: object) -> bool:
+        if not isinstance(key, str):
+            return False
+        return self.env_name(key) in self._env or key in self._file
+
+
+def _flatten(table: Any, prefix: str = "") -> dict[str, str]:
+    """``{"prometheus": {"url": "x"}}`` → ``{"prometheus.url": "x"}``."""
+    if not isinstance(table, dict):
+        raise ConfigError("[config] must be a table")
+    out: dict[str, str] = {}
+    for key, value in table.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(_flatten(value, name + "."))
+        else:
+            out[name] = str(value)
+    return out
+
+
 _ENV_NAMES = {
     "external_dirs": "ONGRID_SKILLS_EXTERNAL_DIRS",
     "native_dirs": "ONGRID_SKILLS_NATIVE_DIRS",
@@ -56,6 +114,7 @@ _INT_FIELDS = {
     "max_concurrent_executions",
     "execution_queue_size",
     "approval_ttl_seconds",
+    "toolbag_deferral_threshold",
 }
 
 
@@ -66,6 +125,15 @@ def _coerce(name: str, value: Any) -> Any:
         if isinstance(value, list) and all(isinstance(v, str) for v in value):
             return tuple(value)
         raise ConfigError(f"{name} must be a path list")
+    if name == "bundled_skills":
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in ("1", "true", "yes", "on"):
+            return True
+        if text in ("0", "false", "no", "off"):
+            return False
+        raise ConfigError(f"{name} must be true or false, got {value!r}")
     if name in _INT_FIELDS:
         try:
             number = int(value)

@@ -54,6 +54,10 @@ class Skill:
     confirmation_required: bool = False
     origin: str = ""  # the manifest file it came from
     target: SpawnTarget | None = None
+    builtin: Any = None  # an in-process callable (see ongrid_skills.builtins.base)
+    activation: str | None = None  # always | keyword | None (not declared)
+    keywords: tuple[str, ...] = ()
+    group: str | None = None  # the SKILL.md a native tool belongs to
     extra: dict[str, Any] | None = None
     _validator: jsonschema_rs.Validator | None = None
     _hash: str | None = None
@@ -76,6 +80,7 @@ class Skill:
                 "kind": self.kind,
                 "source": self.source,
                 "entry": target.entry if target else None,
+                "builtin": _qualname(self.builtin),
                 "env_allow": list(target.env_allow) if target else None,
                 "fingerprint": list(target.fingerprint or ()) if target else None,
                 "origin": self.origin,
@@ -99,3 +104,9 @@ class Skill:
             "unavailable_reason": self.unavailable_reason,
             "when_to_use": self.when_to_use,
         }
+
+
+def _qualname(fn: Any) -> str | None:
+    if fn is None:
+        return None
+    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"

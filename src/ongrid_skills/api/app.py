@@ -38,6 +38,9 @@ def registry_builder(settings: Settings, sink: LogSink) -> Callable[[], Registry
         registry = build_registry(
             settings.external_dirs,
             settings.persona_dirs,
+            native_dirs=settings.native_dirs,
+            bundled=settings.bundled_skills,
+            config=settings.config,
             sink=lines.append,
             default_timeout=settings.default_timeout_seconds,
         )

@@ -65,7 +65,9 @@ def install(app: FastAPI) -> None:
             for err in exc.errors()
         ]
         summary = "; ".join(f"{d['pointer']}: {d['message']}" for d in details[:5])
-        return error_response("invalid_request", f"invalid request body: {summary}", details)
+        places = {str(err.get("loc", ("body",))[0]) for err in exc.errors()}
+        where = "body" if places == {"body"} else "/".join(sorted(places))  # query, header…
+        return error_response("invalid_request", f"invalid request {where}: {summary}", details)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -93,12 +95,11 @@ class BodyLimit:
             return
         for name, value in scope.get("headers", ()):
             if name == b"content-length":
-                try:
-                    declared = int(value)
-                except ValueError:
+                # Only ASCII digits: int() would also take "-1", " 5", "+5" and "1_000".
+                if not value.isdigit() or len(value) > 19:
                     await _reply(send, 400, "invalid_request", "bad Content-Length")
                     return
-                if declared > self.limit:
+                if int(value) > self.limit:
                     await _reply(send, 413, "too_large", f"request body over {self.limit} bytes")
                     return
         seen = 0
@@ -110,7 +111,7 @@ class BodyLimit:
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.limit:
-                    raise _TooLarge
+                    raise _TooLarge(self.limit)
             return message
 
         async def tracking_send(message: Message) -> None:
@@ -126,8 +127,15 @@ class BodyLimit:
                 await _reply(send, 413, "too_large", f"request body over {self.limit} bytes")
 
 
-class _TooLarge(Exception):
-    pass
+class _TooLarge(StarletteHTTPException):
+    """Raised from ``receive`` when a body without Content-Length grows over the limit.
+
+    An HTTPException, so that FastAPI's body reader re-raises it as is (any other exception
+    there becomes a 400 "error parsing the body") and the handler answers 413 ``too_large``.
+    """
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"request body over {limit} bytes")
 
 
 async def _reply(send: Send, status: int, code: str, message: str) -> None:

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.responses import JSONResponse
 from sse_starlette.sse import EventSourceResponse
 
+from .. import toolspec
 from ..errors import Forbidden, InvalidRequest
 from ..execution import Event, Execution, Status
 from ..manager import Manager
@@ -110,31 +111,39 @@ def list_executions(
     status: str | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: Annotated[str | None, Query(max_length=300)] = None,
-) -> dict[str, Any]:
+) -> JSONResponse:
     if status is not None and status not in {s.value for s in Status}:
         raise InvalidRequest(f"unknown status {status!r}")
     items, next_cursor = manager.store.executions.page(
         skill=skill, status=status, limit=limit, cursor=cursor
     )
-    return {"items": [e.to_dict() for e in items], "next_cursor": next_cursor}
+    # JSONResponse (json.dumps), like execute: FastAPI's own serializer gives up on a skill
+    # result nested more than ~255 levels, which would break this listing for good.
+    body = {"items": [e.to_dict() for e in items], "next_cursor": next_cursor}
+    return JSONResponse(body)
 
 
 @router.get("/v1/executions/{execution_id}")
-def get_execution(execution_id: str, manager: Mgr, _caller: Caller) -> dict[str, Any]:
-    return manager.get(execution_id).to_dict()
+def get_execution(execution_id: str, manager: Mgr, _caller: Caller) -> JSONResponse:
+    return JSONResponse(manager.get(execution_id).to_dict())
 
 
 @router.get("/v1/executions/{execution_id}/events")
-async def execution_events(execution_id: str, manager: Mgr, _caller: Caller) -> EventSourceResponse:
+async def execution_events(
+    execution_id: str, manager: Mgr, _caller: Caller, follow: bool = True
+) -> EventSourceResponse:
+    """The timeline so far, then (``follow``, the default) live events until the end."""
     execution = manager.get(execution_id)
-    return EventSourceResponse(_stream(manager, execution))
+    return EventSourceResponse(_stream(manager, execution, follow))
 
 
-async def _stream(manager: Manager, execution: Execution) -> AsyncIterator[dict[str, Any]]:
+async def _stream(
+    manager: Manager, execution: Execution, follow: bool = True
+) -> AsyncIterator[dict[str, Any]]:
     timeline = manager.hub.get(execution.id)
     if timeline is None:
         current = manager.get(execution.id)
-        if current.status.final:
+        if current.status.final or not follow:
             for seq, event in manager.store.executions.events(execution.id):
                 yield _sse(seq, event)
             yield {"event": "end", "data": json.dumps(current.to_dict())}
@@ -143,6 +152,11 @@ async def _stream(manager: Manager, execution: Execution) -> AsyncIterator[dict[
         if not timeline.events:
             timeline.events.extend(manager.store.executions.events(execution.id))
             timeline.flushed = len(timeline.events)
+    if not follow:  # what happened so far, then the execution as it is now
+        for seq, event in list(timeline.events):
+            yield _sse(seq, event)
+        yield {"event": "end", "data": json.dumps(manager.get(execution.id).to_dict())}
+        return
     async for seq, event in timeline.follow():
         yield _sse(seq, event)
     yield {"event": "end", "data": json.dumps(manager.get(execution.id).to_dict())}
@@ -153,8 +167,8 @@ def _sse(seq: int, event: Event) -> dict[str, Any]:
 
 
 @router.post("/v1/executions/{execution_id}/cancel")
-async def cancel_execution(execution_id: str, manager: Mgr, caller: Caller) -> dict[str, Any]:
-    return (await manager.cancel(execution_id, caller)).to_dict()
+async def cancel_execution(execution_id: str, manager: Mgr, caller: Caller) -> JSONResponse:
+    return JSONResponse((await manager.cancel(execution_id, caller)).to_dict())
 
 
 # ---- approvals ----------------------------------------------------------------------------
@@ -205,6 +219,20 @@ def get_persona(name: str, manager: Mgr, _caller: Caller) -> dict[str, Any]:
     body["prompt"] = persona.prompt
     body["offered"] = [s.name for s in manager.registry.list(persona=persona)]
     return body
+
+
+@router.get("/v1/personas/{name}/tools")
+def persona_tools(
+    name: str,
+    manager: Mgr,
+    _caller: Caller,
+    fmt: Annotated[str, Query(alias="format", pattern="^(openai|anthropic|mcp)$")] = "openai",
+    message: Annotated[str | None, Query(max_length=4000)] = None,
+) -> dict[str, Any]:
+    """The tool definitions this persona is offered, in a provider's format."""
+    persona = manager.registry.persona(name)
+    skills = toolspec.offered(manager.registry, persona, message)
+    return {"format": fmt, "tools": toolspec.export_all(skills, fmt), "total": len(skills)}
 
 
 # ---- audit and admin ----------------------------------------------------------------------

@@ -112,7 +112,7 @@ class SettingRow(Base):
     __tablename__ = "settings"
 
     key: Mapped[str] = mapped_column(String(128), primary_key=True)
-    value: Mapped[Any] = mapped_column(JSON)
+    value: Mapped[Any] = mapped_column(JSON, nullable=True)  # as migration 0001 created it
 
 
 Index("ix_executions_status_created", ExecutionRow.status, ExecutionRow.created_at)

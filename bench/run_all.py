@@ -1,0 +1,171 @@
+"""Run every benchmark in one process, sequentially, and print a markdown summary table.
+
+    .venv/bin/python bench/run_all.py                  # what `make bench` runs
+    .venv/bin/python bench/run_all.py --quick          # a smoke run with small counts
+    .venv/bin/python bench/run_all.py --update-readme  # also rewrite the figures in README.md
+
+The table is the one in bench/README.md, between the ``figures`` markers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import bench_leaks
+import bench_loader
+import bench_runner
+from _common import BENCH_DIR, SkipBench, eprint, load_average, machine_line
+
+START_MARK = "<!-- figures:start -->"
+END_MARK = "<!-- figures:end -->"
+
+
+def _v(ok: bool) -> str:
+    return "✅ pass" if ok else "❌ **miss**"
+
+
+def runner_rows(r: dict[str, Any]) -> list[str]:
+    fl, ru = r["floor"], r["runner"]
+    rows = [
+        f"| Runner, one call (p50, concurrency 1) | {ru['p50_us']:,.0f} µs"
+        f" | {fl['p50_us']:,.0f} µs (C, serial) | {r['runner_call_ratio']:.2f}×"
+        f" | ≤ {bench_runner.TARGET_CALL_RATIO}× | {_v(r['runner_call_ok'])} |",
+        f"| Runner throughput (best of concurrency 1–32) | {ru['best_cps']:,.0f} calls/s"
+        f" (at {ru['best_concurrency']}) | {fl['best_cps']:,.0f} calls/s"
+        f" (C, {fl['best_concurrency']} parent{'s' if fl['best_concurrency'] > 1 else ''})"
+        f" | {r['runner_throughput_ratio']:.2f}× | ≥ {bench_runner.TARGET_THROUGHPUT_RATIO}×"
+        f" | {_v(r['runner_throughput_ok'])} |",
+        f"| Parent CPU per call (serial) | {ru['parent_cpu_us']:,.0f} µs"
+        f" | {fl['parent_cpu_us']:,.0f} µs | {ru['parent_cpu_us'] / fl['parent_cpu_us']:.1f}×"
+        " | — | info |",
+    ]
+    if "execute" in r:
+        ex = r["execute"]
+        rows += [
+            f"| `execute()`, one call (p50) | {ex['p50_us']:,.0f} µs"
+            f" | runner {ru['p50_us']:,.0f} µs | +{r['execute_minus_runner_us']:,.0f} µs"
+            f" ({r['execute_call_ratio']:.2f}× C) | REST bar: ≤ runner + 1,500 µs"
+            f" | {_v(r['execute_minus_runner_us'] <= 1500)} |",
+            f"| `execute()` throughput (best) | {ex['best_cps']:,.0f} calls/s"
+            f" (at {ex['best_concurrency']}) | {fl['best_cps']:,.0f} calls/s (C)"
+            f" | {r['execute_throughput_ratio']:.2f}× | REST bar: ≥ 0.6×"
+            f" | {_v(r['execute_throughput_ratio'] >= 0.6)} |",
+        ]
+    return rows
+
+
+def loader_rows(r: dict[str, Any]) -> list[str]:
+    rows = []
+    for row in r["sizes"]:
+        rows.append(
+            f"| Loader, {row['skills']:,} external skills (warm, best of {r['repeat']})"
+            f" | {row['load_ms']:,.1f} ms | {row['floor_ms']:,.1f} ms (walk+parse+containment)"
+            f" | {row['ratio']:.2f}× | ≤ {bench_loader.TARGET_RATIO}× | {_v(row['ok'])} |"
+        )
+    if "memory" in r:
+        m = r["memory"]
+        rows.append(
+            f"| Registry memory, {m['skills']:,} skills | {m['tracemalloc_kib_per_skill']:.2f}"
+            f" KiB/skill (tracemalloc), {m['rss_kib_per_skill']:.2f} KiB/skill (RSS)"
+            f" | — | — | ≤ {bench_loader.TARGET_KIB_PER_SKILL} KiB/skill | {_v(m['ok'])} |"
+        )
+    return rows
+
+
+def leak_rows(r: dict[str, Any]) -> list[str]:
+    io = r["in_loop"]
+    return [
+        f"| No leak after {r['calls']:,} runner calls (concurrency {r['concurrency']})"
+        f" | fds {io['before']['fds']} → {io['after']['fds']}, zombies"
+        f" {r['zombies_after']}, children left {r['children_alive_after']}"
+        " | — | — | no fd growth, no zombie | " + _v(r["ok"]) + " |"
+    ]
+
+
+def table(results: dict[str, Any], when: str, elapsed: float, loads: tuple[float, float]) -> str:
+    head = [
+        f"Measured {when} on {machine_line()}; whole run {elapsed:.0f} s;"
+        f" 1-min load average {loads[0]:.2f} at start, {loads[1]:.2f} at end.",
+        "",
+        "| bench | measured | floor (same run) | ratio | target | verdict |",
+        "|---|---|---|---|---|---|",
+    ]
+    rows: list[str] = []
+    for name, fn in (("runner", runner_rows), ("loader", loader_rows), ("leaks", leak_rows)):
+        res = results.get(name)
+        if isinstance(res, str):
+            rows.append(f"| {name} | skipped: {res} | | | | |")
+        elif res is not None:
+            rows += fn(res)
+    return "\n".join(head + rows)
+
+
+def update_readme(text: str) -> None:
+    path = BENCH_DIR / "README.md"
+    doc = path.read_text(encoding="utf-8")
+    start, end = doc.find(START_MARK), doc.find(END_MARK)
+    if start < 0 or end < start:
+        raise SystemExit(f"{path}: markers {START_MARK} / {END_MARK} not found")
+    doc = doc[: start + len(START_MARK)] + "\n" + text + "\n" + doc[end:]
+    path.write_text(doc, encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="small counts (smoke run, not figures)")
+    p.add_argument("--only", default="runner,loader,leaks", help="comma-separated benches")
+    p.add_argument("--json", metavar="FILE", help="also write every figure as JSON to FILE")
+    p.add_argument("--update-readme", action="store_true", help="rewrite the README figures")
+    ns = p.parse_args(argv)
+    only = {s.strip() for s in ns.only.split(",")}
+    t0 = time.perf_counter()
+    load_start = load_average()
+    when = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    results: dict[str, Any] = {}
+
+    if "runner" in only:
+        eprint("== runner: C floor vs SubprocessRunner.run vs execute()")
+        opts = bench_runner.Options()
+        if ns.quick:
+            opts = bench_runner.Options(calls=200, sweep_calls=200, rounds=1, warmup=20)
+        try:
+            results["runner"] = bench_runner.run_bench(opts)
+            eprint("\n".join(bench_runner.report_lines(results["runner"])))
+        except SkipBench as exc:
+            results["runner"] = str(exc)
+    if "loader" in only:
+        eprint("== loader: walk+parse+containment floor vs load_registry")
+        sizes = [100, 1000] if ns.quick else [1000, 10_000]
+        results["loader"] = bench_loader.run_bench(sizes, 1 if ns.quick else 3)
+        eprint("\n".join(bench_loader.report_lines(results["loader"])))
+    if "leaks" in only:
+        eprint("== leaks: fds and zombies around many runner calls")
+        calls, failing, timeouts = (500, 20, 2) if ns.quick else (10_000, 200, 8)
+        try:
+            results["leaks"] = bench_leaks.run_bench(calls, 4, failing, timeouts)
+            eprint("\n".join(bench_leaks.report_lines(results["leaks"])))
+        except SkipBench as exc:
+            results["leaks"] = str(exc)
+
+    text = table(results, when, time.perf_counter() - t0, (load_start, load_average()))
+    print(text)
+    if ns.json:
+        Path(ns.json).write_text(json.dumps(results, indent=2, default=str), encoding="utf-8")
+    if ns.update_readme:
+        if ns.quick:
+            raise SystemExit("--update-readme refuses --quick figures")
+        update_readme(text)
+    leaks = results.get("leaks")
+    return 1 if isinstance(leaks, dict) and not leaks["ok"] else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

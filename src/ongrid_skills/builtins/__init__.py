@@ -1,0 +1,1 @@
+"""The built-in (in-process) skills and their catalogue."""

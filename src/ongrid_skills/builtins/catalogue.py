@@ -1,0 +1,77 @@
+"""The internal catalogue tools: ``read_skill`` (progressive disclosure) and ``search_skills``."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from ..skill import Skill
+from ..skillmd import read_body
+from .base import BuiltinContext, BuiltinFailure
+
+__all__ = ["read_skill", "search_skills"]
+
+
+def read_skill(
+    ctx: BuiltinContext,
+    name: Annotated[str, Field(description="Name of the skill to read.", max_length=64)],
+) -> dict[str, Any]:
+    """Read the full instructions of a skill (the body of its SKILL.md) and its tools."""
+    registry = ctx.registry
+    if registry is None:
+        raise BuiltinFailure("no registry to read from")
+    skill = registry.skills.get(name)
+    if skill is None:
+        raise BuiltinFailure(f"no skill named {name!r}; use search_skills to find one")
+    body = read_body(skill) if skill.origin.endswith("SKILL.md") else ""
+    group = skill.group or skill.name
+    tools = [
+        s.name for s in registry.skills.values() if s.group == group and s.kind != "instructions"
+    ]
+    return {
+        "name": skill.name,
+        "description": skill.description,
+        "when_to_use": skill.when_to_use,
+        "kind": skill.kind,
+        "available": skill.available,
+        "unavailable_reason": skill.unavailable_reason,
+        "tools": sorted(tools),
+        "body": body,
+    }
+
+
+def search_skills(
+    ctx: BuiltinContext,
+    query: Annotated[str, Field(description="What you need, in a few words.", max_length=500)],
+    limit: Annotated[int, Field(ge=1, le=50, description="How many results.")] = 10,
+) -> dict[str, Any]:
+    """Find skills by what they do (BM25 over name, description and when to use)."""
+    registry = ctx.registry
+    if registry is None:
+        raise BuiltinFailure("no registry to search")
+    persona = ctx.persona
+
+    def keep(skill: Skill) -> bool:
+        if not skill.available or skill.name in INTERNAL:
+            return False
+        return persona is None or registry.permits(persona, skill)
+
+    hits = registry.search_index().search(query, limit, keep)
+    return {
+        "query": query,
+        "results": [
+            {
+                "name": s.name,
+                "description": s.description,
+                "class": s.skill_class.value,
+                "kind": s.kind,
+                "when_to_use": s.when_to_use,
+                "score": score,
+            }
+            for s, score in hits
+        ],
+    }
+
+
+INTERNAL = ("read_skill", "search_skills")

@@ -1,0 +1,93 @@
+"""Running a built-in skill in-process with the same contract as a subprocess call.
+
+Same timeout, same timeline (``stderr`` and ``progress`` events, a 4 KiB ``stderr_tail``), same
+result shape (the JSON text of the returned value is the verbatim result). Sync functions run in
+a worker thread so they never block the event loop; a sync function that overruns its timeout
+is abandoned (its thread cannot be killed) and the call is ``timed_out`` all the same.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from .builtins.base import BuiltinContext, BuiltinFailure
+from .execution import ErrorInfo, Event, EventSink, Status
+from .persona import Persona
+from .registry import Registry
+from .runner import TAIL_BYTES, RunOutcome
+from .skill import Skill
+
+LOG = logging.getLogger("ongrid_skills.builtins")
+
+
+async def run_builtin(
+    skill: Skill,
+    args: dict[str, Any],
+    emit: EventSink,
+    *,
+    registry: Registry | None = None,
+    persona: Persona | None = None,
+    config: Mapping[str, str] | None = None,
+) -> RunOutcome:
+    tail: list[str] = []
+    tail_size = 0
+
+    def sink(kind: str, data: dict[str, Any]) -> None:
+        nonlocal tail_size
+        if kind == "stderr":
+            line = str(data.get("line", ""))
+            tail.append(line)
+            tail_size += len(line) + 1
+            while tail_size > TAIL_BYTES and len(tail) > 1:
+                tail_size -= len(tail.pop(0)) + 1
+        emit(Event(kind, data))
+
+    ctx = BuiltinContext(
+        config=config if config is not None else (registry.config if registry else {}),
+        emit=sink,
+        registry=registry,
+        persona=persona,
+    )
+    started_wall = time.time()
+    started = time.monotonic()
+    fn = skill.builtin
+
+    def done(status: Status, **kw: Any) -> RunOutcome:
+        text = "\n".join(tail) + ("\n" if tail else "")
+        return RunOutcome(
+            status,
+            stderr_tail=text[-TAIL_BYTES:],
+            started_at=started_wall,
+            duration_ms=round((time.monotonic() - started) * 1000, 3),
+            **kw,
+        )
+
+    try:
+        if inspect.iscoroutinefunction(fn):
+            work = fn(ctx, **args)
+        else:
+            work = asyncio.to_thread(fn, ctx, **args)
+        value = await asyncio.wait_for(work, skill.timeout_seconds)
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except TimeoutError:
+        limit = skill.timeout_seconds
+        return done(Status.TIMED_OUT, error=ErrorInfo("timed_out", f"timed out after {limit} s"))
+    except BuiltinFailure as exc:
+        return done(Status.FAILED, error=ErrorInfo("builtin_failed", str(exc)), exit_code=1)
+    except (TypeError, ValueError) as exc:
+        LOG.exception("built-in %s failed", skill.name)
+        return done(
+            Status.FAILED, error=ErrorInfo("internal_error", f"{type(exc).__name__}: {exc}")
+        )
+    except Exception as exc:
+        LOG.exception("built-in %s failed", skill.name)
+        return done(
+            Status.FAILED, error=ErrorInfo("internal_error", f"{type(exc).__name__}: {exc}")
+        )
+    return done(Status.SUCCEEDED, result=json.loads(text), result_text=text, exit_code=0)
