@@ -169,6 +169,27 @@ def machine_line() -> str:
     )
 
 
+def code_version() -> str:
+    """The commit benchmarked, and whether src/ had uncommitted changes."""
+    repo = BENCH_DIR.parent
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(repo), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(repo), "status", "--porcelain", "--", "src"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown commit"
+    return f"commit {head}" + (" + uncommitted changes in src/" if dirty else "")
+
+
 def load_average() -> float:
     """1-minute load average (other work on the machine skews every figure)."""
     return os.getloadavg()[0]

@@ -1,15 +1,20 @@
 """Runner benchmark: one call and throughput of a trivial C skill, against the C floor.
 
-Measured in one run, on the same child binary, best of ``--rounds`` interleaved rounds:
+Measured in one run, on the same child binary:
 
 - the floor (``bench/c/floor.c``): posix_spawn + process group + 3 pipes + poll + waitpid, serial
-  p50 per call, and calls/s with 1 and 2 parallel parents;
+  p50 per call, and calls/s with 1 and 2 parallel parent processes;
 - ``SubprocessRunner.run``: p50 per call at concurrency 1, calls/s at concurrency 1..32;
 - ``ongrid_skills.execute`` (args validation, gate, bookkeeping on top of the runner): the same.
 
+Per-call latency comes from ``--blocks`` short serial blocks per side, the sides interleaved
+(order rotated every block) so that noise from elsewhere on the machine hits them alike; each
+side's figure is its best block p50 (the median block p50 is reported too). Throughput: every
+level of every side, ``--sweep-reps`` times, rotated likewise; best per level.
+
 Targets (SPEC §15): runner p50 ≤ 1.3× floor p50; runner best calls/s ≥ 0.7× floor best.
 
-    .venv/bin/python bench/bench_runner.py [--calls 2000] [--sweep-calls 1500] [--rounds 2]
+    .venv/bin/python bench/bench_runner.py [--blocks 8] [--block-calls 250] [--sweep-calls 600]
     .venv/bin/python bench/bench_runner.py --profile 2000   # cProfile of the serial path
 """
 
@@ -24,6 +29,7 @@ import os
 import pstats
 import resource
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -56,39 +62,48 @@ Call = Callable[[], Awaitable[None]]
 
 @dataclass
 class SideResult:
-    """Figures of one side (floor, runner or execute), best over the rounds."""
+    """Figures of one side (floor, runner or execute) over every block of the run."""
 
-    p50_us: float = float("inf")
-    mean_us: float = float("inf")
-    p99_us: float = float("inf")
-    parent_cpu_us: float = float("inf")
-    cps_by_concurrency: dict[int, float] = field(default_factory=dict)
+    block_p50_us: list[float] = field(default_factory=list)
+    block_p99_us: list[float] = field(default_factory=list)
+    block_cpu_us: list[float] = field(default_factory=list)
+    cps: dict[int, list[float]] = field(default_factory=dict)
 
     def add_serial(self, stats: dict[str, float], parent_cpu_us: float) -> None:
-        if stats["p50_us"] < self.p50_us:
-            self.p50_us = stats["p50_us"]
-            self.mean_us = stats["mean_us"]
-            self.p99_us = stats["p99_us"]
-        self.parent_cpu_us = min(self.parent_cpu_us, parent_cpu_us)
+        self.block_p50_us.append(stats["p50_us"])
+        self.block_p99_us.append(stats["p99_us"])
+        self.block_cpu_us.append(parent_cpu_us)
 
     def add_rate(self, concurrency: int, cps: float) -> None:
-        self.cps_by_concurrency[concurrency] = max(cps, self.cps_by_concurrency.get(concurrency, 0))
+        self.cps.setdefault(concurrency, []).append(cps)
+
+    @property
+    def p50_us(self) -> float:
+        """Best (lowest) block p50: the figure compared, for every side alike."""
+        return min(self.block_p50_us)
+
+    @property
+    def best_cps_by_concurrency(self) -> dict[int, float]:
+        return {c: max(v) for c, v in self.cps.items()}
 
     @property
     def best_cps(self) -> float:
-        return max(self.cps_by_concurrency.values())
+        return max(self.best_cps_by_concurrency.values())
 
     @property
     def best_concurrency(self) -> int:
-        return max(self.cps_by_concurrency, key=lambda c: self.cps_by_concurrency[c])
+        best = self.best_cps_by_concurrency
+        return max(best, key=lambda c: best[c])
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "p50_us": self.p50_us,
-            "mean_us": self.mean_us,
-            "p99_us": self.p99_us,
-            "parent_cpu_us": self.parent_cpu_us,
-            "cps_by_concurrency": self.cps_by_concurrency,
+            "median_block_p50_us": statistics.median(self.block_p50_us),
+            "median_block_p99_us": statistics.median(self.block_p99_us),
+            "parent_cpu_us": statistics.median(self.block_cpu_us),
+            "block_p50_us": self.block_p50_us,
+            "cps_by_concurrency": self.best_cps_by_concurrency,
+            "median_cps_by_concurrency": {c: statistics.median(v) for c, v in self.cps.items()},
             "best_cps": self.best_cps,
             "best_concurrency": self.best_concurrency,
         }
@@ -196,101 +211,130 @@ async def throughput(call: Call, calls: int, concurrency: int) -> float:
     return calls / (time.perf_counter() - t0)
 
 
-def measure_floor(
-    binaries: CBinaries, tree: SkillTree, calls: int, result: SideResult, verbose: bool
-) -> None:
-    child = Path(tree.entry)
-    rep = run_floor(binaries, calls, parents=1, child=child, cwd=tree.folder)
-    result.add_serial(rep, rep["parent_cpu_us"])
-    result.add_rate(1, rep["calls_per_s"])
-    rep2 = run_floor(binaries, calls, parents=2, child=child, cwd=tree.folder)
-    result.add_rate(2, rep2["calls_per_s"])
-    if verbose:
-        eprint(
-            f"  floor    p50 {rep['p50_us']:7.0f} µs  serial {rep['calls_per_s']:6.0f}/s"
-            f"  2 parents {rep2['calls_per_s']:6.0f}/s"
-        )
+class Side:
+    """One thing measured: a serial block gives per-call stats, a rate gives calls/s."""
+
+    name = ""
+    levels: tuple[int, ...] = ()
+
+    def __init__(self) -> None:
+        self.result = SideResult()
+
+    async def serial_block(self, calls: int) -> dict[str, float]:
+        raise NotImplementedError
+
+    async def rate(self, level: int, calls: int) -> float:
+        raise NotImplementedError
 
 
-async def measure_side(
-    name: str,
-    *,
-    call: Call,
-    calls: int,
-    sweep_calls: int,
-    concurrencies: tuple[int, ...],
-    result: SideResult,
-    verbose: bool,
-) -> None:
-    stats, cpu = await serial(call, calls)
-    result.add_serial(stats, cpu)
-    rates = []
-    for c in concurrencies:
-        cps = await throughput(call, sweep_calls, c)
-        result.add_rate(c, cps)
-        rates.append(f"{c}:{cps:.0f}")
-    if verbose:
-        eprint(f"  {name:8} p50 {stats['p50_us']:7.0f} µs  calls/s by concurrency", *rates)
+class FloorSide(Side):
+    """The C floor program; its levels are numbers of parallel parent processes."""
+
+    name = "floor"
+    levels = (1, 2)
+
+    def __init__(self, binaries: CBinaries, tree: SkillTree) -> None:
+        super().__init__()
+        self.binaries, self.tree = binaries, tree
+
+    def _run(self, calls: int, parents: int) -> dict[str, float]:
+        child = Path(self.tree.entry)
+        return run_floor(self.binaries, calls, parents=parents, child=child, cwd=self.tree.folder)
+
+    async def serial_block(self, calls: int) -> dict[str, float]:
+        rep = self._run(calls, 1)
+        self.result.add_serial(rep, rep["parent_cpu_us"])
+        return rep
+
+    async def rate(self, level: int, calls: int) -> float:
+        cps = self._run(calls, level)["calls_per_s"]
+        self.result.add_rate(level, cps)
+        return cps
+
+
+class PythonSide(Side):
+    """An async call of ours; its levels are numbers of concurrent asyncio workers."""
+
+    def __init__(self, name: str, call: Call, levels: tuple[int, ...]) -> None:
+        super().__init__()
+        self.name, self.call, self.levels = name, call, levels
+
+    async def serial_block(self, calls: int) -> dict[str, float]:
+        stats, cpu = await serial(self.call, calls)
+        self.result.add_serial(stats, cpu)
+        return stats
+
+    async def rate(self, level: int, calls: int) -> float:
+        cps = await throughput(self.call, calls, level)
+        self.result.add_rate(level, cps)
+        return cps
 
 
 @dataclass
 class Options:
-    calls: int = 2000
-    sweep_calls: int = 1500
-    rounds: int = 2
+    block_calls: int = 250
+    blocks: int = 8
+    sweep_calls: int = 600
+    sweep_reps: int = 3
     warmup: int = 200
     concurrencies: tuple[int, ...] = CONCURRENCIES
     execute: bool = True
     verbose: bool = True
 
 
+def _rotated(sides: list[Side], r: int) -> list[Side]:
+    k = r % len(sides)
+    return sides[k:] + sides[:k]
+
+
 async def _bench(binaries: CBinaries, tree: SkillTree, opts: Options) -> dict[str, Any]:
-    floor, runner, execute = SideResult(), SideResult(), SideResult()
-    runner_call = make_runner_call(tree)
-    execute_call = make_execute_call(tree) if opts.execute else None
+    sides: list[Side] = [
+        FloorSide(binaries, tree),
+        PythonSide("runner", make_runner_call(tree), opts.concurrencies),
+    ]
+    if opts.execute:
+        sides.append(PythonSide("execute", make_execute_call(tree), opts.concurrencies))
 
-    # Warm-up: page cache, dynamic loader, imports, the event loop's child watcher, validators.
-    run_floor(binaries, opts.warmup, child=Path(tree.entry), cwd=tree.folder)
-    await throughput(runner_call, opts.warmup, 2)
-    if execute_call is not None:
-        await throughput(execute_call, opts.warmup, 2)
+    # Warm-up: page cache, dynamic loader, imports, the runner's first-use state, validators.
+    for side in sides:
+        await side.serial_block(opts.warmup)
+        side.result = SideResult()
 
-    for r in range(opts.rounds):
+    # Per-call latency: short serial blocks, sides interleaved (order rotated every block), so
+    # a burst of noise from elsewhere on the machine hits every side alike.
+    for b in range(opts.blocks):
+        line = []
+        for side in _rotated(sides, b):
+            stats = await side.serial_block(opts.block_calls)
+            line.append(f"{side.name} {stats['p50_us']:.0f}")
         if opts.verbose:
-            eprint(f"round {r + 1}/{opts.rounds}")
-        measure_floor(binaries, tree, opts.calls, floor, opts.verbose)
-        await measure_side(
-            "runner",
-            call=runner_call,
-            calls=opts.calls,
-            sweep_calls=opts.sweep_calls,
-            concurrencies=opts.concurrencies,
-            result=runner,
-            verbose=opts.verbose,
-        )
-        if execute_call is not None:
-            await measure_side(
-                "execute",
-                call=execute_call,
-                calls=opts.calls,
-                sweep_calls=opts.sweep_calls,
-                concurrencies=opts.concurrencies,
-                result=execute,
-                verbose=opts.verbose,
-            )
+            eprint(f"  serial block {b + 1}/{opts.blocks}: p50 µs", ", ".join(line))
 
+    # Throughput: every level of every side, repeated, sides rotated every repetition.
+    for r in range(opts.sweep_reps):
+        for side in _rotated(sides, r):
+            rates = [f"{lvl}:{await side.rate(lvl, opts.sweep_calls):.0f}" for lvl in side.levels]
+            if opts.verbose:
+                eprint(f"  sweep {r + 1}/{opts.sweep_reps} {side.name:8} calls/s by level", *rates)
+
+    floor, runner = sides[0].result, sides[1].result
     out: dict[str, Any] = {
-        "calls": opts.calls,
+        "block_calls": opts.block_calls,
+        "blocks": opts.blocks,
         "sweep_calls": opts.sweep_calls,
-        "rounds": opts.rounds,
+        "sweep_reps": opts.sweep_reps,
         "floor": floor.to_dict(),
         "runner": runner.to_dict(),
         "runner_call_ratio": runner.p50_us / floor.p50_us,
+        "runner_call_ratio_median": (
+            runner.to_dict()["median_block_p50_us"] / floor.to_dict()["median_block_p50_us"]
+        ),
         "runner_throughput_ratio": runner.best_cps / floor.best_cps,
     }
     out["runner_call_ok"] = out["runner_call_ratio"] <= TARGET_CALL_RATIO
     out["runner_throughput_ok"] = out["runner_throughput_ratio"] >= TARGET_THROUGHPUT_RATIO
-    if execute_call is not None:
+    if opts.execute:
+        execute = sides[2].result
         out["execute"] = execute.to_dict()
         out["execute_call_ratio"] = execute.p50_us / floor.p50_us
         out["execute_throughput_ratio"] = execute.best_cps / floor.best_cps
@@ -312,25 +356,27 @@ def report_lines(res: dict[str, Any]) -> list[str]:
     def verdict(ok: bool) -> str:
         return "PASS" if ok else "MISS"
 
+    def side(name: str, d: dict[str, Any]) -> str:
+        return (
+            f"{name:9} p50 {d['p50_us']:.0f} µs (median block {d['median_block_p50_us']:.0f};"
+            f" parent CPU {d['parent_cpu_us']:.0f} µs/call), best {d['best_cps']:.0f} calls/s"
+            f" at level {d['best_concurrency']}"
+        )
+
     lines = [
-        f"C floor   p50 {floor['p50_us']:.0f} µs (parent CPU {floor['parent_cpu_us']:.0f} µs/call),"
-        f" best {floor['best_cps']:.0f} calls/s ({floor['best_concurrency']} parent(s))",
-        f"runner    p50 {runner['p50_us']:.0f} µs (parent CPU {runner['parent_cpu_us']:.0f}"
-        f" µs/call), best {runner['best_cps']:.0f} calls/s at concurrency"
-        f" {runner['best_concurrency']}",
-        f"  per call {res['runner_call_ratio']:.2f}× floor (target ≤ {TARGET_CALL_RATIO}×)"
+        side("C floor", floor),
+        side("runner", runner),
+        f"  per call {res['runner_call_ratio']:.2f}× floor (median blocks"
+        f" {res['runner_call_ratio_median']:.2f}×; target ≤ {TARGET_CALL_RATIO}×)"
         f" {verdict(res['runner_call_ok'])}",
         f"  throughput {res['runner_throughput_ratio']:.2f}× floor"
         f" (target ≥ {TARGET_THROUGHPUT_RATIO}×) {verdict(res['runner_throughput_ok'])}",
     ]
     if "execute" in res:
-        ex = res["execute"]
         lines += [
-            f"execute   p50 {ex['p50_us']:.0f} µs (parent CPU {ex['parent_cpu_us']:.0f}"
-            f" µs/call), best {ex['best_cps']:.0f} calls/s at concurrency"
-            f" {ex['best_concurrency']}",
+            side("execute", res["execute"]),
             f"  per call {res['execute_call_ratio']:.2f}× floor,"
-            f" +{res['execute_minus_runner_us']:.0f} µs over runner.run;"
+            f" {res['execute_minus_runner_us']:+.0f} µs vs runner.run;"
             f" throughput {res['execute_throughput_ratio']:.2f}× floor",
         ]
     return lines
@@ -363,11 +409,16 @@ def profile(opts: Options, calls: int, out: TextIO | None = None) -> None:
 
 def parse_args(argv: list[str] | None) -> tuple[Options, argparse.Namespace]:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--calls", type=int, default=Options.calls, help="serial calls per round")
     p.add_argument(
-        "--sweep-calls", type=int, default=Options.sweep_calls, help="calls per concurrency level"
+        "--block-calls", type=int, default=Options.block_calls, help="calls per serial block"
     )
-    p.add_argument("--rounds", type=int, default=Options.rounds, help="rounds; best is kept")
+    p.add_argument("--blocks", type=int, default=Options.blocks, help="serial blocks per side")
+    p.add_argument(
+        "--sweep-calls", type=int, default=Options.sweep_calls, help="calls per throughput level"
+    )
+    p.add_argument(
+        "--sweep-reps", type=int, default=Options.sweep_reps, help="repetitions of the sweep"
+    )
     p.add_argument("--warmup", type=int, default=Options.warmup, help="warm-up calls")
     p.add_argument(
         "--concurrency",
@@ -380,9 +431,10 @@ def parse_args(argv: list[str] | None) -> tuple[Options, argparse.Namespace]:
     p.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     ns = p.parse_args(argv)
     opts = Options(
-        calls=ns.calls,
+        block_calls=ns.block_calls,
+        blocks=ns.blocks,
         sweep_calls=ns.sweep_calls,
-        rounds=ns.rounds,
+        sweep_reps=ns.sweep_reps,
         warmup=ns.warmup,
         concurrencies=tuple(int(c) for c in ns.concurrency.split(",") if c.strip()),
         execute=not ns.no_execute,

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_leaks
 import bench_loader
 import bench_runner
-from _common import BENCH_DIR, SkipBench, eprint, load_average, machine_line
+from _common import BENCH_DIR, SkipBench, code_version, eprint, load_average, machine_line
 
 START_MARK = "<!-- figures:start -->"
 END_MARK = "<!-- figures:end -->"
@@ -37,6 +37,7 @@ def runner_rows(r: dict[str, Any]) -> list[str]:
     rows = [
         f"| Runner, one call (p50, concurrency 1) | {ru['p50_us']:,.0f} µs"
         f" | {fl['p50_us']:,.0f} µs (C, serial) | {r['runner_call_ratio']:.2f}×"
+        f" (median blocks {r['runner_call_ratio_median']:.2f}×)"
         f" | ≤ {bench_runner.TARGET_CALL_RATIO}× | {_v(r['runner_call_ok'])} |",
         f"| Runner throughput (best of concurrency 1–32) | {ru['best_cps']:,.0f} calls/s"
         f" (at {ru['best_concurrency']}) | {fl['best_cps']:,.0f} calls/s"
@@ -51,7 +52,7 @@ def runner_rows(r: dict[str, Any]) -> list[str]:
         ex = r["execute"]
         rows += [
             f"| `execute()`, one call (p50) | {ex['p50_us']:,.0f} µs"
-            f" | runner {ru['p50_us']:,.0f} µs | +{r['execute_minus_runner_us']:,.0f} µs"
+            f" | runner {ru['p50_us']:,.0f} µs | {r['execute_minus_runner_us']:+,.0f} µs"
             f" ({r['execute_call_ratio']:.2f}× C) | REST bar: ≤ runner + 1,500 µs"
             f" | {_v(r['execute_minus_runner_us'] <= 1500)} |",
             f"| `execute()` throughput (best) | {ex['best_cps']:,.0f} calls/s"
@@ -92,7 +93,7 @@ def leak_rows(r: dict[str, Any]) -> list[str]:
 
 def table(results: dict[str, Any], when: str, elapsed: float, loads: tuple[float, float]) -> str:
     head = [
-        f"Measured {when} on {machine_line()}; whole run {elapsed:.0f} s;"
+        f"Measured {when} on {machine_line()}, {code_version()}; whole run {elapsed:.0f} s;"
         f" 1-min load average {loads[0]:.2f} at start, {loads[1]:.2f} at end.",
         "",
         "| bench | measured | floor (same run) | ratio | target | verdict |",
@@ -135,7 +136,9 @@ def main(argv: list[str] | None = None) -> int:
         eprint("== runner: C floor vs SubprocessRunner.run vs execute()")
         opts = bench_runner.Options()
         if ns.quick:
-            opts = bench_runner.Options(calls=200, sweep_calls=200, rounds=1, warmup=20)
+            opts = bench_runner.Options(
+                block_calls=50, blocks=2, sweep_calls=100, sweep_reps=1, warmup=20
+            )
         try:
             results["runner"] = bench_runner.run_bench(opts)
             eprint("\n".join(bench_runner.report_lines(results["runner"])))

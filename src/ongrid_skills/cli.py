@@ -261,7 +261,7 @@ def _print_event(event: Event) -> None:
 
 def _print_execution(execution: Execution, as_json: bool) -> None:
     if as_json:
-        click.echo(json.dumps(execution.to_dict(), ensure_ascii=False))
+        click.echo(execution.to_json())
         return
     if execution.ok and execution.result_text is not None:
         sys.stdout.write(execution.result_text + "\n")

@@ -115,6 +115,15 @@ class Execution:
             "duration_ms": self.duration_ms,
         }
 
+    def to_json(self) -> str:
+        """The Execution as JSON text, its result spliced in verbatim (never re-serialised)."""
+        body = self.to_dict()
+        del body["result"]
+        text = json.dumps(body, ensure_ascii=False)
+        if self.result_text is None:
+            return '{"result": null, ' + text[1:]
+        return '{"result": ' + self.result_text + ", " + text[1:]
+
     def envelope(self) -> str:
         """What a model receives (SPEC §7): verbatim stdout, the error envelope, or pending."""
         if self.status is Status.SUCCEEDED and self.result_text is not None:

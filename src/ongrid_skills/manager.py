@@ -25,7 +25,7 @@ from .persona import Persona
 from .principal import Principal
 from .registry import Registry, RegistryHolder
 from .runner import SubprocessRunner
-from .service import check_runnable, gate, run_skill
+from .service import check_runnable, check_transportable, gate, run_skill
 from .settings import Settings
 from .skill import Skill
 from .store import Store
@@ -61,6 +61,7 @@ class Manager:
         self.running = 0
         self.waiting = 0
         self.tasks: dict[str, asyncio.Task[None]] = {}
+        self._entered: set[str] = set()  # tasks whose coroutine has started
         self.desk = ApprovalDesk(self)
         self.closing = False
 
@@ -104,6 +105,7 @@ class Manager:
         try:
             skill = registry.get(name)
             check_runnable(skill)
+            check_transportable(name, args)
             who = registry.persona(persona) if persona else None
         except SkillError as exc:
             self._audit_refusal(principal, name, persona, exc)
@@ -132,9 +134,8 @@ class Manager:
             return self.desk.request(
                 execution, skill, who, principal, decision.signatures_required, confirm, key, digest
             )
-        if self.running >= self.settings.max_concurrent_executions and (
-            self.waiting >= self.settings.execution_queue_size
-        ):
+        capacity = self.settings.max_concurrent_executions + self.settings.execution_queue_size
+        if self.running + self.waiting >= capacity:
             self.metrics.rejected_busy()
             raise Busy("too many executions running and waiting; retry later")
         with self.store.tx() as conn:
@@ -189,11 +190,23 @@ class Manager:
         self, execution: Execution, skill: Skill, on_event: EventSink | None = None
     ) -> asyncio.Task[None]:
         timeline = self.hub.open(execution.id)
+        self.waiting += 1  # counted now, synchronously: admission control sees it at once
+        self.metrics.queued.set(self.waiting)
         task = asyncio.get_running_loop().create_task(
             self._run(execution, skill, timeline, on_event)
         )
         self.tasks[execution.id] = task
-        task.add_done_callback(lambda _t: self.tasks.pop(execution.id, None))
+        entered = self._entered
+
+        def done(_task: asyncio.Task[None]) -> None:
+            self.tasks.pop(execution.id, None)
+            if execution.id not in entered:  # cancelled before its first step: settle it here
+                self.waiting -= 1
+                self._cancelled(execution, timeline.append, "the call was cancelled")
+                self._finish(execution, skill, timeline)
+            entered.discard(execution.id)
+
+        task.add_done_callback(done)
         return task
 
     async def _run(
@@ -203,6 +216,7 @@ class Manager:
         timeline: Timeline,
         on_event: EventSink | None,
     ) -> None:
+        self._entered.add(execution.id)
         flusher: asyncio.TimerHandle | None = None
         loop = asyncio.get_running_loop()
 
@@ -223,10 +237,10 @@ class Manager:
             if flusher is None:
                 flusher = loop.call_later(FLUSH_SECONDS, flush)
 
-        self.waiting += 1
         try:
             async with self.slots:
                 self.waiting -= 1
+                self.metrics.queued.set(self.waiting)
                 self.running += 1
                 self.metrics.running.inc()
                 try:
@@ -248,7 +262,9 @@ class Manager:
                 flusher.cancel()
             self._finish(execution, skill, timeline)
 
-    def _cancelled(self, execution: Execution, emit: EventSink, reason: str) -> None:
+    def _cancelled(
+        self, execution: Execution, emit: Callable[[Event], object], reason: str
+    ) -> None:
         if self.closing:
             execution.status = Status.INTERRUPTED
             execution.error = ErrorInfo("interrupted", "the manager shut down while this call ran")

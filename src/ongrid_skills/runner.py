@@ -386,7 +386,10 @@ def _parse_result(out: RunOutcome) -> None:
         out.error = ErrorInfo("invalid_output", f"stdout is not UTF-8 (byte {exc.start})")
         return
     try:
-        out.result = json.loads(text)
+        out.result = json.loads(text, parse_constant=_refuse_constant)
+    except _NotJson as exc:
+        out.error = ErrorInfo("invalid_output", f"stdout is not valid JSON: {exc}")
+        return
     except json.JSONDecodeError as exc:
         out.error = ErrorInfo(
             "invalid_output",
@@ -398,6 +401,14 @@ def _parse_result(out: RunOutcome) -> None:
         return
     out.status = Status.SUCCEEDED
     out.result_text = text
+
+
+class _NotJson(ValueError):
+    pass
+
+
+def _refuse_constant(name: str) -> Any:
+    raise _NotJson(f"{name} is not a JSON value")
 
 
 class _StderrTimeline:

@@ -15,6 +15,8 @@ True
 from __future__ import annotations
 
 import json
+import math
+import re
 from functools import lru_cache
 from typing import Any
 
@@ -104,3 +106,39 @@ def json_type(value: object) -> str:
     if isinstance(value, dict):
         return "object"
     return type(value).__name__
+
+
+#: Deepest args accepted. JSON a little under the parser's own limit (~1000 levels) parses, then
+#: makes the store's and the audit's JSON encoders overflow the stack (a 500); no skill needs it.
+MAX_ARGS_DEPTH = 64
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def args_problem(value: Any, max_depth: int = MAX_ARGS_DEPTH) -> str | None:
+    """Why ``value`` cannot travel as JSON to a skill and into the store, or None.
+
+    Python's JSON parser accepts what JSON does not carry: NaN and Infinity (also as 1e400) and
+    lone UTF-16 surrogates (``"\\ud800"``); such args would reach the skill as invalid JSON and
+    fail later, after the call ran, when the answer is encoded. Checked without recursion.
+    """
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return "args hold a number JSON cannot carry (NaN, Infinity or out of range)"
+        elif isinstance(item, str):
+            if _SURROGATE.search(item):
+                return "args hold a string with a lone UTF-16 surrogate"
+        elif isinstance(item, dict | list):
+            depth += 1
+            if depth > max_depth:
+                return f"args are nested deeper than {max_depth} levels"
+            if isinstance(item, dict):
+                for key, child in item.items():
+                    if _SURROGATE.search(key):
+                        return "args hold a key with a lone UTF-16 surrogate"
+                    stack.append((child, depth))
+            else:
+                stack.extend((child, depth) for child in item)
+    return None

@@ -13,7 +13,7 @@ import time
 from functools import lru_cache
 from typing import Any
 
-from .errors import ApprovalRequired, Denied, InvalidArgs, InvalidRequest
+from .errors import ApprovalRequired, Denied, InvalidArgs, InvalidRequest, Violation
 from .execution import Event, EventSink, Execution, Status
 from .inprocess import run_builtin
 from .paths import child_env
@@ -21,6 +21,7 @@ from .persona import Persona
 from .policy import Decision, Role, decide
 from .registry import Registry
 from .runner import RunOutcome, SpawnSpec, SubprocessRunner
+from .schemas import args_problem
 from .skill import Skill
 
 
@@ -28,6 +29,13 @@ from .skill import Skill
 def default_runner() -> SubprocessRunner:
     """The runner used when none is passed (created on first use, not at import)."""
     return SubprocessRunner()
+
+
+def check_transportable(name: str, args: Any) -> None:
+    """Args must survive the trip as strict JSON (no NaN, no lone surrogates, ≤ 64 levels)."""
+    problem = args_problem(args)
+    if problem is not None:
+        raise InvalidArgs(name, [Violation("", problem)])
 
 
 def check_runnable(skill: Skill) -> None:
@@ -80,6 +88,7 @@ async def execute(
     """
     skill = registry.get(name)
     check_runnable(skill)
+    check_transportable(name, args)
     who = registry.persona(persona) if persona else None
     decision = gate(skill, who, confirm=confirm, allow_dangerous=allow_dangerous)
     if decision.action == "deny":
@@ -129,7 +138,9 @@ async def run_skill(
         timeout_seconds=skill.timeout_seconds,
         shown_root=target.shown_root,
     )
-    payload = json.dumps(execution.args, ensure_ascii=False, separators=(",", ":")).encode()
+    payload = json.dumps(
+        execution.args, ensure_ascii=False, separators=(",", ":"), allow_nan=False
+    ).encode()
     outcome = await runner.run(spec, payload, emit)
     apply_outcome(execution, outcome)
     emit(Event("status", {"status": execution.status.value}))

@@ -447,14 +447,6 @@ def test_executions_logs_follow_streams_a_line_before_the_call_ends(
 
 
 # ---- last: a CLI write on the data dir of the running server -----------------------------------
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "store bug: with SQLite, AuditLog caches the chain head per process, so a `token "
-        "create|revoke` by the CLI on the data dir of a running server makes every later "
-        "audited write of that server fail (500) until it restarts; see the report"
-    ),
-)
 def test_token_create_while_the_server_runs_leaves_the_server_working(remote: Remote) -> None:
     result = remote.cli("token", "create", "--role", "viewer", "--name", "late")
     assert result.exit_code == 0

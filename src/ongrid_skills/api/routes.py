@@ -84,7 +84,7 @@ async def execute_skill(
     manager: Mgr,
     caller: Caller,
     idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
-) -> JSONResponse:
+) -> Response:
     execution = await manager.submit(
         name,
         body.call_args,
@@ -97,9 +97,10 @@ async def execute_skill(
     return execution_response(execution)
 
 
-def execution_response(execution: Execution) -> JSONResponse:
-    status = 200 if execution.status.final else 202
-    return JSONResponse(execution.to_dict(), status_code=status)
+def execution_response(execution: Execution, always_ok: bool = False) -> Response:
+    """The Execution as JSON with its result verbatim; 202 while it is not final (execute)."""
+    status = 200 if always_ok or execution.status.final else 202
+    return Response(execution.to_json(), status_code=status, media_type="application/json")
 
 
 # ---- executions ---------------------------------------------------------------------------
@@ -111,21 +112,24 @@ def list_executions(
     status: str | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: Annotated[str | None, Query(max_length=300)] = None,
-) -> JSONResponse:
+) -> Response:
     if status is not None and status not in {s.value for s in Status}:
         raise InvalidRequest(f"unknown status {status!r}")
     items, next_cursor = manager.store.executions.page(
         skill=skill, status=status, limit=limit, cursor=cursor
     )
-    # JSONResponse (json.dumps), like execute: FastAPI's own serializer gives up on a skill
-    # result nested more than ~255 levels, which would break this listing for good.
-    body = {"items": [e.to_dict() for e in items], "next_cursor": next_cursor}
-    return JSONResponse(body)
+    # Results are spliced in verbatim (Execution.to_json): never re-serialised, so a deep or
+    # big result can neither break nor slow this listing.
+    cursor_json = json.dumps(next_cursor)
+    text = (
+        '{"items": [' + ", ".join(e.to_json() for e in items) + f'], "next_cursor": {cursor_json}}}'
+    )
+    return Response(text, media_type="application/json")
 
 
 @router.get("/v1/executions/{execution_id}")
-def get_execution(execution_id: str, manager: Mgr, _caller: Caller) -> JSONResponse:
-    return JSONResponse(manager.get(execution_id).to_dict())
+def get_execution(execution_id: str, manager: Mgr, _caller: Caller) -> Response:
+    return execution_response(manager.get(execution_id), always_ok=True)
 
 
 @router.get("/v1/executions/{execution_id}/events")
@@ -146,7 +150,7 @@ async def _stream(
         if current.status.final or not follow:
             for seq, event in manager.store.executions.events(execution.id):
                 yield _sse(seq, event)
-            yield {"event": "end", "data": json.dumps(current.to_dict())}
+            yield {"event": "end", "data": current.to_json()}
             return
         timeline = manager.hub.open(execution.id)
         if not timeline.events:
@@ -155,11 +159,11 @@ async def _stream(
     if not follow:  # what happened so far, then the execution as it is now
         for seq, event in list(timeline.events):
             yield _sse(seq, event)
-        yield {"event": "end", "data": json.dumps(manager.get(execution.id).to_dict())}
+        yield {"event": "end", "data": manager.get(execution.id).to_json()}
         return
     async for seq, event in timeline.follow():
         yield _sse(seq, event)
-    yield {"event": "end", "data": json.dumps(manager.get(execution.id).to_dict())}
+    yield {"event": "end", "data": manager.get(execution.id).to_json()}
 
 
 def _sse(seq: int, event: Event) -> dict[str, Any]:
@@ -167,8 +171,8 @@ def _sse(seq: int, event: Event) -> dict[str, Any]:
 
 
 @router.post("/v1/executions/{execution_id}/cancel")
-async def cancel_execution(execution_id: str, manager: Mgr, caller: Caller) -> JSONResponse:
-    return JSONResponse((await manager.cancel(execution_id, caller)).to_dict())
+async def cancel_execution(execution_id: str, manager: Mgr, caller: Caller) -> Response:
+    return execution_response(await manager.cancel(execution_id, caller), always_ok=True)
 
 
 # ---- approvals ----------------------------------------------------------------------------

@@ -54,20 +54,8 @@ class Verification:
 class AuditLog:
     def __init__(self, store: Store) -> None:
         self.store = store
-        self.seq = 0
+        self.seq = 0  # the last head seen (informational; append always re-reads it)
         self.head = GENESIS
-
-    def load_head(self) -> None:
-        with self.store.read() as conn:
-            row = conn.execute(select(SettingRow.value).where(SettingRow.key == HEAD_KEY)).first()
-        if row is not None and isinstance(row[0], dict):
-            self.seq, self.head = int(row[0]["seq"]), str(row[0]["hash"])
-
-    def mark(self) -> tuple[int, str]:
-        return self.seq, self.head
-
-    def rewind(self, mark: tuple[int, str]) -> None:
-        self.seq, self.head = mark
 
     def append(
         self,
@@ -77,13 +65,20 @@ class AuditLog:
         subject: str | None = None,
         data: Any = None,
     ) -> int:
-        """Add one entry inside the caller's transaction (see Store.tx)."""
-        if self.store.dialect != "sqlite":  # replicas: the head row is the lock
-            row = conn.execute(
-                select(SettingRow.value).where(SettingRow.key == HEAD_KEY).with_for_update()
-            ).first()
-            if row is not None:
-                self.seq, self.head = int(row[0]["seq"]), str(row[0]["hash"])
+        """Add one entry inside the caller's transaction (see Store.tx).
+
+        The head is read inside the transaction, never cached: another process (a CLI on the
+        same data dir, another replica) may have appended since. Store.tx takes the write lock
+        first (SQLite ``BEGIN IMMEDIATE``, PostgreSQL ``SELECT … FOR UPDATE`` of the head row).
+        """
+        query = select(SettingRow.value).where(SettingRow.key == HEAD_KEY)
+        if self.store.dialect != "sqlite":
+            query = query.with_for_update()
+        row = conn.execute(query).first()
+        if row is not None and isinstance(row[0], dict):
+            self.seq, self.head = int(row[0]["seq"]), str(row[0]["hash"])
+        else:
+            self.seq, self.head = 0, GENESIS
         seq = self.seq + 1
         ts = time.time()
         payload = data if data is not None else {}

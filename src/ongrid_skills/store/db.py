@@ -38,14 +38,13 @@ class Store:
     @contextmanager
     def tx(self) -> Iterator[Connection]:
         """One write transaction. Writers are serialised so the audit chain stays linear."""
-        with self._write_lock:
-            mark = self.audit.mark()
+        with self._write_lock, self.engine.connect() as conn:
+            conn.info["immediate"] = True  # see _begin: take SQLite's write lock up front
             try:
-                with self.engine.begin() as conn:
+                with conn.begin():
                     yield conn
-            except BaseException:
-                self.audit.rewind(mark)
-                raise
+            finally:
+                conn.info.pop("immediate", None)
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
@@ -58,7 +57,6 @@ class Store:
         with self.engine.begin() as conn:
             cfg.attributes["connection"] = conn
             command.upgrade(cfg, "head")
-        self.audit.load_head()
 
     def close(self) -> None:
         self.engine.dispose()
@@ -80,15 +78,22 @@ def open_store(data_dir: str = ".ongrid", url: str | None = None) -> Store:
     engine = create_engine(resolved, **kwargs)
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
+        event.listen(engine, "begin", _begin)
     store = Store(engine)
     store.migrate()
     return store
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    dbapi_conn.isolation_level = None  # SQLAlchemy's "begin" event issues BEGIN itself
     cursor = dbapi_conn.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA busy_timeout=30000")
     cursor.close()
+
+
+def _begin(conn: Connection) -> None:
+    """Writers start with BEGIN IMMEDIATE: two processes never both read the same audit head."""
+    conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.info.get("immediate") else "BEGIN")
