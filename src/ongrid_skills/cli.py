@@ -104,6 +104,7 @@ def cli(ctx: click.Context, config: str | None, skills_dirs: tuple[str, ...], qu
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("ongrid_skills.loader").propagate = False
+    logging.getLogger("alembic").setLevel(logging.WARNING)
 
 
 @cli.command("list")

@@ -668,8 +668,26 @@ def test_metrics_count_executions_by_skill_and_status(server: Server) -> None:
     assert "ongrid_skills_loaded 5.0" in text
 
 
+def test_openapi_needs_a_token_like_every_route_but_health(server: Server) -> None:
+    assert server.client.get("/openapi.json").status_code == 401
+    assert server.client.get("/docs").status_code == 401
+
+
+def test_a_caller_without_a_token_gets_401_before_its_body_is_even_parsed(
+    server: Server,
+) -> None:
+    for body in (b"{not json", b"[]", b"x" * 1000):
+        response = server.client.post(
+            "/v1/skills/echo_args/execute",
+            content=body,
+            headers={"content-type": "application/json"},
+        )
+        assert response.status_code == 401
+        assert response.json()["error"]["code"] == "unauthorized"
+
+
 def test_openapi_is_valid_json_listing_the_routes(server: Server) -> None:
-    response = server.client.get("/openapi.json")
+    response = server.call("GET", "/openapi.json")
     assert response.status_code == 200
     spec = json.loads(response.text)
     paths = spec["paths"]

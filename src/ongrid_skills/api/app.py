@@ -22,7 +22,7 @@ from ..runner import SubprocessRunner
 from ..settings import Settings
 from ..store import Store, open_store
 from . import errors
-from .auth import Authenticator
+from .auth import Authenticator, AuthGate
 from .routes import router
 
 LOG = logging.getLogger("ongrid_skills.server")
@@ -106,6 +106,7 @@ def create_app(
         redoc_url=None,
     )
     errors.install(app)
+    app.add_middleware(AuthGate)
     app.add_middleware(errors.BodyLimit)
     app.include_router(router)
     return app

@@ -5,12 +5,14 @@ from __future__ import annotations
 import time
 
 from fastapi import Request
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..errors import Unauthorized
 from ..policy import Role
 from ..principal import Principal
 from ..store import Store
 from ..store.tokens import TokenInfo
+from .errors import error_response
 
 CACHE_SECONDS = 2.0
 
@@ -57,6 +59,40 @@ def bootstrap_admin_token(store: Store) -> str | None:
     return token
 
 
+#: Paths served without a token: liveness only (the web UI adds its login page and assets).
+PUBLIC_PATHS = frozenset({"/v1/health"})
+
+
+class AuthGate:
+    """Refuse unauthenticated requests before anything else runs (body parsing included), so a
+    caller without a valid token always gets 401, whatever it sends."""
+
+    def __init__(self, app: ASGIApp, public: frozenset[str] = PUBLIC_PATHS) -> None:
+        self.app = app
+        self.public = public
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in self.public:
+            await self.app(scope, receive, send)
+            return
+        header = None
+        for name, value in scope.get("headers", ()):
+            if name == b"authorization":
+                header = value.decode("latin-1")
+                break
+        try:
+            principal = scope["app"].state.auth.principal(header)
+        except Unauthorized as exc:
+            response = error_response(exc.code, exc.message)
+            await response(scope, receive, send)
+            return
+        scope.setdefault("state", {})["principal"] = principal
+        await self.app(scope, receive, send)
+
+
 def request_principal(request: Request) -> Principal:
-    auth: Authenticator = request.app.state.auth
-    return auth.principal(request.headers.get("authorization"))
+    principal: Principal | None = getattr(request.state, "principal", None)
+    if principal is None:  # the gate did not run (an app assembled without it)
+        auth: Authenticator = request.app.state.auth
+        principal = auth.principal(request.headers.get("authorization"))
+    return principal
