@@ -64,6 +64,8 @@ class Manager:
         self._entered: set[str] = set()  # tasks whose coroutine has started
         self.desk = ApprovalDesk(self)
         self.closing = False
+        #: Called with the new registry after every reload (MCP list_changed, UI refresh…).
+        self.reload_listeners: list[Callable[[Registry], None]] = []
 
     @property
     def registry(self) -> Registry:
@@ -341,6 +343,11 @@ class Manager:
                 {"skills": len(fresh), "added": added, "removed": removed, "changed": changed},
             )
         self.metrics.loaded(fresh)
+        for listener in list(self.reload_listeners):
+            try:
+                listener(fresh)
+            except Exception:
+                LOG.exception("a reload listener failed")
         return fresh
 
     async def close(self) -> None:
