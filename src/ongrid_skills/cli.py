@@ -171,9 +171,10 @@ def show(obj: Context, name: str, as_json: bool) -> None:
     if skill.activation:
         keywords = f" ({', '.join(skill.keywords)})" if skill.keywords else ""
         click.echo(f"{'activation:':<17}{skill.activation}{keywords}")
-    for key, value in sorted((skill.extra or {}).items()):
+    for key, value in sorted((skill.extra or {}).items(), key=lambda kv: str(kv[0])):
         if value is not None:
-            click.echo(f"{key + ':':<17}{json.dumps(value, ensure_ascii=False)}")
+            shown = json.dumps(value, ensure_ascii=False, default=str)
+            click.echo(f"{str(key) + ':':<16} {shown}")
     click.echo("schema:")
     click.echo(json.dumps(skill.schema, indent=2, ensure_ascii=False))
 

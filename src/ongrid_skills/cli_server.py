@@ -8,19 +8,20 @@ import json
 import os
 import sys
 from collections.abc import Iterator
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
-import httpx
-import uvicorn
 
-from .api import create_app
-from .api.auth import bootstrap_admin_token
 from .errors import SkillError
 from .execution import iso
 from .policy import Role
-from .store import Store, open_store
 
+if TYPE_CHECKING:
+
+    from .store import Store
+
+# The server stack (FastAPI, uvicorn, SQLAlchemy, httpx) is imported by the commands that use
+# it, not at start-up: `ongrid-skills list` and `run` stay fast.
 DEFAULT_URL = "http://127.0.0.1:8731"
 #: Largest request head (request line + headers) the server reads; beyond it uvicorn answers 400.
 #: uvicorn's httptools parser has no such bound (a client could send megabytes of headers), so
@@ -29,6 +30,8 @@ MAX_REQUEST_HEAD_BYTES = 64 * 1024
 
 
 def _store(ctx: click.Context) -> Store:
+    from .store import open_store  # noqa: PLC0415 - lazy: see above
+
     settings = ctx.obj.settings()
     try:
         return open_store(settings.data_dir, settings.database_url)
@@ -52,6 +55,11 @@ def register(cli: click.Group) -> None:
 @click.pass_context
 def serve(ctx: click.Context, host: str, port: int, watch: bool, access_log: bool) -> None:
     """Serve the REST API (and, later, the web UI and MCP over HTTP)."""
+    import uvicorn  # noqa: PLC0415 - lazy: see above
+
+    from .api import create_app  # noqa: PLC0415
+    from .api.auth import bootstrap_admin_token  # noqa: PLC0415
+
     settings = ctx.obj.settings()
     store = _store(ctx)
     first = bootstrap_admin_token(store)
@@ -166,8 +174,11 @@ def remote_options(func: Any) -> Any:
 
 class Remote:
     def __init__(self, url: str, token: str | None) -> None:
+        import httpx  # noqa: PLC0415 - lazy: see above
+
         if not token:
             _fail("a token is needed: --token or ONGRID_TOKEN")
+        self.httpx = httpx
         self.client = httpx.Client(
             base_url=url.rstrip("/"), headers={"Authorization": f"Bearer {token}"}, timeout=60
         )
@@ -175,7 +186,7 @@ class Remote:
     def call(self, method: str, path: str, **kwargs: Any) -> Any:
         try:
             response = self.client.request(method, path, **kwargs)
-        except httpx.HTTPError as exc:
+        except self.httpx.HTTPError as exc:
             _fail(f"cannot reach the server: {exc}")
         try:
             body = response.json() if response.content else {}
@@ -206,7 +217,7 @@ class Remote:
                         yield event, json.loads(line[5:].strip())
                     elif not line:
                         event = "message"
-        except httpx.HTTPError as exc:
+        except self.httpx.HTTPError as exc:
             _fail(f"stream broken: {exc}")
 
 

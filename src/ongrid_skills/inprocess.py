@@ -4,14 +4,21 @@ Same timeout, same timeline (``stderr`` and ``progress`` events, a 4 KiB ``stder
 result shape (the JSON text of the returned value is the verbatim result). Sync functions run in
 a worker thread so they never block the event loop; a sync function that overruns its timeout
 is abandoned (its thread cannot be killed) and the call is ``timed_out`` all the same.
+
+Events a function emits from another thread (a sync built-in always does) are handed to the
+event loop's thread in order (``call_soon_threadsafe``): the timeline, its waiters and the store
+flush timer are loop-only objects. Once the call has ended, late events of an abandoned thread
+are dropped.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import json
 import logging
+import threading
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -37,16 +44,32 @@ async def run_builtin(
 ) -> RunOutcome:
     tail: list[str] = []
     tail_size = 0
+    ended = False
+    lock = threading.Lock()  # tail and ``ended``: a worker thread may emit while the call ends
+    loop = asyncio.get_running_loop()
+    loop_thread = threading.get_ident()
+
+    def deliver(event: Event) -> None:
+        if not ended:
+            emit(event)
 
     def sink(kind: str, data: dict[str, Any]) -> None:
         nonlocal tail_size
-        if kind == "stderr":
-            line = str(data.get("line", ""))
-            tail.append(line)
-            tail_size += len(line) + 1
-            while tail_size > TAIL_BYTES and len(tail) > 1:
-                tail_size -= len(tail.pop(0)) + 1
-        emit(Event(kind, data))
+        with lock:
+            if ended:
+                return
+            if kind == "stderr":
+                line = str(data.get("line", ""))
+                tail.append(line)
+                tail_size += len(line) + 1
+                while tail_size > TAIL_BYTES and len(tail) > 1:
+                    tail_size -= len(tail.pop(0)) + 1
+        event = Event(kind, data)
+        if threading.get_ident() == loop_thread:
+            deliver(event)
+            return
+        with contextlib.suppress(RuntimeError):  # a closed loop: the call is long over
+            loop.call_soon_threadsafe(deliver, event)
 
     ctx = BuiltinContext(
         config=config if config is not None else (registry.config if registry else {}),
@@ -59,7 +82,10 @@ async def run_builtin(
     fn = skill.builtin
 
     def done(status: Status, **kw: Any) -> RunOutcome:
-        text = "\n".join(tail) + ("\n" if tail else "")
+        nonlocal ended
+        with lock:
+            ended = True
+            text = "\n".join(tail) + ("\n" if tail else "")
         return RunOutcome(
             status,
             stderr_tail=text[-TAIL_BYTES:],
@@ -68,14 +94,20 @@ async def run_builtin(
             **kw,
         )
 
+    deadline = asyncio.timeout(skill.timeout_seconds)
     try:
-        if inspect.iscoroutinefunction(fn):
-            work = fn(ctx, **args)
-        else:
-            work = asyncio.to_thread(fn, ctx, **args)
-        value = await asyncio.wait_for(work, skill.timeout_seconds)
+        async with deadline:
+            if inspect.iscoroutinefunction(fn):
+                value = await fn(ctx, **args)
+            else:
+                value = await asyncio.to_thread(fn, ctx, **args)
         text = json.dumps(value, ensure_ascii=False, allow_nan=False)
-    except TimeoutError:
+    except TimeoutError as exc:
+        if not deadline.expired():  # the function's own TimeoutError (a socket timeout…)
+            LOG.exception("built-in %s failed", skill.name)
+            return done(
+                Status.FAILED, error=ErrorInfo("internal_error", f"{type(exc).__name__}: {exc}")
+            )
         limit = skill.timeout_seconds
         return done(Status.TIMED_OUT, error=ErrorInfo("timed_out", f"timed out after {limit} s"))
     except BuiltinFailure as exc:

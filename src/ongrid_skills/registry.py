@@ -15,7 +15,7 @@ from .builtins.base import signature_schema
 from .builtins.catalogue import read_skill, search_skills
 from .discovery import LoadReport, LogSink, load_external, load_native, load_personas
 from .errors import UnknownPersona, UnknownSkill
-from .persona import DEFAULT_PERSONA, Persona
+from .persona import DEFAULT_PERSONA, Persona, pattern_matches
 from .policy import SkillClass, mode_permits
 from .search import SearchIndex
 from .skill import DEFAULT_TIMEOUT_SECONDS, Skill
@@ -39,7 +39,7 @@ class Registry:
         self._personas: Mapping[str, Persona] = MappingProxyType(merged)
         self.report = report or LoadReport()
         self._index: SearchIndex | None = None
-        self.config: Mapping[str, str] = config or {}
+        self.config: Mapping[str, str] = config if config is not None else {}
 
     def __len__(self) -> int:
         return len(self._skills)
@@ -101,11 +101,18 @@ class Registry:
         return self._index
 
 
+#: The catalogue tools: safe, read-only views of the catalogue itself. A persona's whitelist
+#: does not hide them (deferral depends on search_skills); its blacklist still can.
+CATALOGUE_TOOLS = frozenset({"read_skill", "search_skills"})
+
+
 def persona_permits(persona: Persona, skill: Skill) -> bool:
     """Whether a persona may be offered / run a skill at all (mode and tool lists)."""
-    return mode_permits(persona.permission_mode, skill.skill_class) and persona.permits_tool(
-        skill.name
-    )
+    if not mode_permits(persona.permission_mode, skill.skill_class):
+        return False
+    if skill.name in CATALOGUE_TOOLS and skill.source == "builtin":
+        return not any(pattern_matches(p, skill.name) for p in persona.disallowed_tools)
+    return persona.permits_tool(skill.name)
 
 
 BUNDLED_SKILLS_DIR = str(Path(__file__).with_name("skills"))
@@ -151,7 +158,7 @@ def build_registry(
     """
     report = LoadReport()
     skills: dict[str, Skill] = {s.name: s for s in extra}
-    config = config or {}
+    config = config if config is not None else {}
     if bundled:
         for skill in internal_skills():
             skills.setdefault(skill.name, skill)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 
 from .skill import Skill
 
-_WORD_RE = re.compile(r"[a-z0-9]+")
+_WORD_RE = re.compile(r"[^\W_]+")  # letters and digits of any script; ``_`` splits
 K1 = 1.2
 B = 0.75
 NAME_WEIGHT = 3  # a term in the name counts as three occurrences
@@ -24,6 +24,8 @@ def tokens(text: str) -> list[str]:
 
     >>> tokens("probe_tcp: Probe a TCP port")
     ['probe', 'tcp', 'probe', 'a', 'tcp', 'port']
+    >>> tokens("Comprueba la conexión")
+    ['comprueba', 'la', 'conexión']
     """
     return _WORD_RE.findall(text.lower())
 

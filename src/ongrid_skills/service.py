@@ -18,8 +18,8 @@ from .execution import Event, EventSink, Execution, Status
 from .inprocess import run_builtin
 from .paths import child_env
 from .persona import Persona
-from .policy import Decision, Role, decide
-from .registry import Registry
+from .policy import Decision, Role, decide, mode_permits
+from .registry import Registry, persona_permits
 from .runner import RunOutcome, SpawnSpec, SubprocessRunner
 from .schemas import args_problem
 from .skill import Skill
@@ -40,7 +40,7 @@ def check_transportable(name: str, args: Any) -> None:
 
 def check_runnable(skill: Skill) -> None:
     """Instructions skills are read (``read_skill``), never run."""
-    if skill.builtin is None and skill.target is None:
+    if skill.kind == "instructions":
         raise InvalidRequest(f"{skill.name} is an instructions skill: read it with read_skill")
 
 
@@ -53,7 +53,12 @@ def gate(
     allow_dangerous: bool = False,
 ) -> Decision:
     """The permission decision for one call, including the persona's tool lists."""
-    if persona is not None and not persona.permits_tool(skill.name):
+    # The mode's refusal is worded by decide(); here only the persona's tool lists.
+    if (
+        persona is not None
+        and mode_permits(persona.permission_mode, skill.skill_class)
+        and not persona_permits(persona, skill)
+    ):
         return Decision("deny", f"persona {persona.name} is not allowed the tool {skill.name}")
     if not skill.available:
         return Decision("deny", f"skill {skill.name} is unavailable: {skill.unavailable_reason}")

@@ -54,6 +54,9 @@ TOOL_KEYS = (
     "schema",
     "env_allow",
 )
+#: The ``metadata`` keys we read; any other one (openclaw's ``metadata.openclaw``…) is kept in
+#: ``extra`` as ``metadata.<key>``.
+KNOWN_METADATA_KEYS = ("os", "requires", "ongrid")
 _OS_NAMES = {"linux": "linux", "darwin": "darwin", "win32": "windows"}
 
 
@@ -114,6 +117,7 @@ def load_skill_md(
     activation, keywords = _activation(meta, metadata, fail, name, doc)
     problem = _availability(metadata, config, fail, name)
     extra = {k: v for k, v in meta.items() if k not in KNOWN_KEYS}
+    extra.update({f"metadata.{k}": v for k, v in metadata.items() if k not in KNOWN_METADATA_KEYS})
     for key in extra:
         doc.warnings.append((key, f"unknown key {key!r} is kept and shown, not used"))
     folder = os.path.dirname(path)

@@ -18,8 +18,11 @@ from .frontmatter import key_line
 from .manifest import Location, build_skill, key_position, read_manifest, unknown_fields
 from .paths import read_regular
 from .persona import load_persona
+from .settings import Settings
+from .skillmd import load_skill_md
 
 _NOT_PERSONAS = {"SKILL.md", "README.md", "CHANGELOG.md"}
+SKILL_MD = "SKILL.md"
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +68,7 @@ def _validate_dir(path: str, seen: dict[str, str]) -> list[Finding]:
 
 
 def _lintable(name: str) -> bool:
-    return name == "skill.json" or (name.endswith(".md") and name not in _NOT_PERSONAS)
+    return name in ("skill.json", SKILL_MD) or (name.endswith(".md") and name not in _NOT_PERSONAS)
 
 
 def _validate_file(
@@ -74,6 +77,8 @@ def _validate_file(
     shown = shown or real
     if os.path.basename(real) == "skill.json" or real.endswith(".json"):
         return _validate_manifest(real, root, shown_root, seen, shown)
+    if os.path.basename(real) == SKILL_MD:
+        return _validate_skill_md(real, root, shown_root, seen, shown)
     if real.endswith(".md"):
         return _validate_persona(real, shown)
     return [Finding(shown, 1, 1, "error", "not a skill.json or persona file")]
@@ -136,3 +141,51 @@ def _validate_persona(real: str, shown: str) -> list[Finding]:
         key = warning.split("'")[1] if warning.startswith("unknown key") else "name"
         out.append(Finding(shown, key_line(text, key), 1, "warning", f"persona: {warning}"))
     return out
+
+
+def _validate_skill_md(
+    real: str, root: str, shown_root: str, seen: dict[str, str], shown: str
+) -> list[Finding]:
+    try:
+        doc = load_skill_md(
+            real, shown=shown, root=root, shown_root=shown_root, config=Settings.load().config
+        )
+    except ManifestError as err:
+        line = err.line
+        if err.kind == "build" and err.field:
+            line = key_line(_text(real), err.field)
+        return [Finding(shown, line, err.column, "error", err.message)]
+    text = _text(real)
+    out = [Finding(shown, key_line(text, key), 1, "warning", msg) for key, msg in doc.warnings]
+    for skill in doc.skills:
+        if not skill.available:
+            out.append(
+                Finding(
+                    shown,
+                    1,
+                    1,
+                    "warning",
+                    f"{skill.name} is unavailable here: {skill.unavailable_reason}",
+                )
+            )
+        if skill.name in seen:
+            out.append(
+                Finding(
+                    shown,
+                    key_line(text, "name"),
+                    1,
+                    "warning",
+                    f'name "{skill.name}" is already used by {seen[skill.name]}; '
+                    "the loader keeps the first one and skips this one",
+                )
+            )
+        else:
+            seen[skill.name] = shown
+    return out
+
+
+def _text(path: str) -> str:
+    try:
+        return read_regular(path, 1024 * 1024).decode("utf-8", "replace")
+    except OSError:
+        return ""

@@ -73,8 +73,13 @@ def list_skills(
 
 
 @router.get("/v1/skills/{name}")
-def get_skill(name: str, manager: Mgr, _caller: Caller) -> dict[str, Any]:
-    return manager.registry.get(name).summary()
+def get_skill(name: str, manager: Mgr, _caller: Caller) -> Response:
+    """The SkillSummary, plus ``extra``: unknown SKILL.md keys kept for humans (or null)."""
+    skill = manager.registry.get(name)
+    body = {**skill.summary(), "extra": skill.extra}
+    return Response(
+        json.dumps(body, ensure_ascii=False, default=str), media_type="application/json"
+    )
 
 
 @router.post("/v1/skills/{name}/execute", responses={202: {"description": "pending or running"}})

@@ -25,10 +25,14 @@ def read_skill(
     if skill is None:
         raise BuiltinFailure(f"no skill named {name!r}; use search_skills to find one")
     body = read_body(skill) if skill.origin.endswith("SKILL.md") else ""
-    group = skill.group or skill.name
-    tools = [
-        s.name for s in registry.skills.values() if s.group == group and s.kind != "instructions"
-    ]
+    if skill.group is not None:  # a SKILL.md: every tool it declares
+        tools = [
+            s.name
+            for s in registry.skills.values()
+            if s.group == skill.group and s.kind != "instructions"
+        ]
+    else:  # a skill.json or an internal tool: the skill is its one tool
+        tools = [skill.name] if skill.kind != "instructions" else []
     return {
         "name": skill.name,
         "description": skill.description,
