@@ -6,6 +6,7 @@ one assignment, so calls in flight keep the snapshot (and the Skill objects) the
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -24,7 +25,7 @@ from .skill import DEFAULT_TIMEOUT_SECONDS, Skill
 class Registry:
     """Skills by name and personas by name, frozen at build time."""
 
-    __slots__ = ("_index", "_names", "_personas", "_skills", "config", "report")
+    __slots__ = ("_index", "_json", "_names", "_personas", "_skills", "config", "report")
 
     def __init__(
         self,
@@ -39,6 +40,7 @@ class Registry:
         self._personas: Mapping[str, Persona] = MappingProxyType(merged)
         self.report = report or LoadReport()
         self._index: SearchIndex | None = None
+        self._json: dict[str, str] = {}
         self.config: Mapping[str, str] = config if config is not None else {}
 
     def __len__(self) -> int:
@@ -93,6 +95,13 @@ class Registry:
 
     def permits(self, persona: Persona, skill: Skill) -> bool:
         return persona_permits(persona, skill)
+
+    def summary_json(self, skill: Skill) -> str:
+        """The SkillSummary of a skill as JSON text, serialised once per snapshot."""
+        text = self._json.get(skill.name)
+        if text is None:
+            text = self._json[skill.name] = json.dumps(skill.summary(), ensure_ascii=False)
+        return text
 
     def search_index(self) -> SearchIndex:
         """The BM25 index of this snapshot, built on first use."""

@@ -348,7 +348,8 @@ def test_list_skills_refuses_an_unknown_class(server: Server) -> None:
 
 def test_get_skill_returns_one_summary(server: Server) -> None:
     body = server.call("GET", "/v1/skills/disk_clean", "vera").json()
-    assert set(body) == SUMMARY_FIELDS
+    assert set(body) == SUMMARY_FIELDS | {"extra"}  # extra: unknown SKILL.md keys, or null
+    assert body["extra"] is None
     assert (body["name"], body["class"], body["category"]) == ("disk_clean", "mutating", "disk")
 
 

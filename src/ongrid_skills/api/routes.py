@@ -68,8 +68,9 @@ def list_skills(
         raise InvalidRequest("class must be safe, mutating or dangerous") from None
     who = registry.persona(persona) if persona else None
     items = registry.list(category=category or None, skill_class=wanted, query=q, persona=who)
-    body = {"items": [s.summary() for s in items], "total": len(items)}
-    return Response(json.dumps(body, ensure_ascii=False), media_type="application/json")
+    fragments = ", ".join(registry.summary_json(s) for s in items)
+    text = f'{{"items": [{fragments}], "total": {len(items)}}}'
+    return Response(text, media_type="application/json")
 
 
 @router.get("/v1/skills/{name}")

@@ -1,0 +1,358 @@
+"""REST benchmarks (SPEC §15): execute latency and throughput, the skills listing, no leaks.
+
+In one run, against the same trivial C child:
+
+- the C floor (``c/floor.c``): p50 per call (1 parent) and best calls/s (1 or 2 parents);
+- the runner in-process (``SubprocessRunner.run``): p50 per call;
+- ``POST /v1/skills/c_child/execute`` on a real ``ongrid-skills serve`` process (uvicorn, auth,
+  gate, two SQLite transactions, audit chain): p50 per request from a keep-alive raw-socket
+  client (so the client adds as little as possible), then requests/s with 1..16 concurrent
+  keep-alive connections; the best counts.
+- ``GET /v1/skills`` on a server holding 10,000 external skills: p50 of 20 requests.
+- After ``--leak-calls`` executions (default 10,000): open fds of the server and zombie children
+  compared with the start.
+
+Targets: REST p50 ≤ runner p50 + 1.5 ms; best REST req/s ≥ 0.6× the floor's best calls/s;
+listing ≤ 100 ms; no zombie, no fd growth.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from _common import (
+    PAYLOAD,
+    SRC_DIR,
+    CBinaries,
+    SkipBench,
+    build_c,
+    child_processes,
+    eprint,
+    run_floor,
+    summarize_us,
+)
+
+sys.path.insert(0, str(SRC_DIR))
+
+CLI = Path(sys.executable).with_name("ongrid-skills")
+BODY = json.dumps({"args": {"a": 1}}).encode()
+
+
+def write_skill(root: Path, binaries: CBinaries, name: str = "c_child") -> None:
+    folder = root / name
+    folder.mkdir(parents=True)
+    shutil.copy(binaries.child, folder / "child")
+    manifest = {
+        "name": name,
+        "description": "Trivial C skill for benchmarks.",
+        "schema": {"type": "object", "properties": {"a": {"type": "integer"}}},
+        "entry": "child",
+    }
+    (folder / "skill.json").write_text(json.dumps(manifest))
+
+
+def write_many(root: Path, count: int) -> None:
+    script = "#!/bin/sh\ncat\n"
+    for i in range(count):
+        folder = root / f"g{i // 100:04d}" / f"s{i:05d}"
+        folder.mkdir(parents=True)
+        entry = folder / "run.sh"
+        entry.write_text(script)
+        entry.chmod(0o755)
+        manifest = {
+            "name": f"skill_{i:05d}",
+            "description": f"Generated skill number {i} for the listing benchmark.",
+            "schema": {"type": "object", "properties": {"n": {"type": "integer"}}},
+            "entry": "run.sh",
+            "category": f"cat{i % 10}",
+        }
+        (folder / "skill.json").write_text(json.dumps(manifest))
+
+
+class Server:
+    def __init__(self, proc: subprocess.Popen[str], port: int, token: str) -> None:
+        self.proc = proc
+        self.port = port
+        self.token = token
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def serve(skills: Path, data: Path, extra_env: dict[str, str] | None = None) -> Iterator[Server]:
+    port = free_port()
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "ONGRID_SKILLS_EXTERNAL_DIRS": str(skills),
+        "ONGRID_DATA_DIR": str(data),
+        "ONGRID_BUNDLED_SKILLS": "0",
+        **(extra_env or {}),
+    }
+    proc = subprocess.Popen(
+        [str(CLI), "-q", "serve", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
+    token = ""
+    try:
+        assert proc.stdout is not None
+        for _ in range(2):
+            line = proc.stdout.readline()
+            if "admin token" in line:
+                token = line.rsplit(" ", 1)[-1].strip()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                status, _ = request(port, "GET", "/v1/health", token)
+                if status == 200:
+                    break
+            except OSError:
+                time.sleep(0.05)
+        yield Server(proc, port, token)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def raw_request(method: str, path: str, token: str, body: bytes = b"") -> bytes:
+    head = (
+        f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+def read_response(sock: socket.socket, buf: bytearray) -> tuple[int, bytes]:
+    while b"\r\n\r\n" not in buf:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("server closed the connection")
+        buf += chunk
+    head, _, rest = bytes(buf).partition(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1])
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    while len(rest) < length:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("server closed the connection")
+        rest += chunk
+    buf[:] = rest[length:]
+    return status, rest[:length]
+
+
+def request(port: int, method: str, path: str, token: str, body: bytes = b"") -> tuple[int, bytes]:
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.sendall(raw_request(method, path, token, body))
+        return read_response(sock, bytearray())
+
+
+def rest_serial(server: Server, calls: int) -> dict[str, float]:
+    message = raw_request("POST", "/v1/skills/c_child/execute", server.token, BODY)
+    durations: list[int] = []
+    with socket.create_connection(("127.0.0.1", server.port)) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        buf = bytearray()
+        for _ in range(calls):
+            started = time.perf_counter_ns()
+            sock.sendall(message)
+            status, body = read_response(sock, buf)
+            durations.append(time.perf_counter_ns() - started)
+            if status != 200 or b'"succeeded"' not in body:
+                raise RuntimeError(f"execute failed: {status} {body[:200]!r}")
+    return summarize_us(durations)
+
+
+async def rest_throughput(server: Server, calls: int, concurrency: int) -> float:
+    message = raw_request("POST", "/v1/skills/c_child/execute", server.token, BODY)
+    remaining = calls
+
+    async def worker() -> None:
+        nonlocal remaining
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        try:
+            while remaining > 0:
+                remaining -= 1
+                writer.write(message)
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = 0
+                for line in head.split(b"\r\n"):
+                    if line.lower().startswith(b"content-length:"):
+                        length = int(line.split(b":", 1)[1])
+                body = await reader.readexactly(length)
+                if b'"succeeded"' not in body:
+                    raise RuntimeError(f"execute failed: {body[:200]!r}")
+        finally:
+            writer.close()
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return calls / (time.perf_counter() - started)
+
+
+def runner_p50(binaries: CBinaries, root: Path, calls: int) -> float:
+    from ongrid_skills.runner import SpawnSpec, SubprocessRunner
+
+    folder = root / "c_child"
+    spec = SpawnSpec(
+        entry=str(folder / "child"), root=str(root), cwd=str(folder), env={}, timeout_seconds=30
+    )
+
+    async def go() -> list[int]:
+        runner = SubprocessRunner()
+        out = []
+        for _ in range(calls):
+            started = time.perf_counter_ns()
+            await runner.run(spec, PAYLOAD)
+            out.append(time.perf_counter_ns() - started)
+        return out
+
+    return summarize_us(asyncio.run(go()))["p50_us"]
+
+
+def fd_count(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def run(calls: int, tput_calls: int, leak_calls: int, listing: int) -> dict[str, Any]:
+    binaries = build_c()
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="ongrid-bench-rest-") as tmp:
+        root = Path(os.path.realpath(tmp))
+        skills = root / "skills"
+        write_skill(skills, binaries)
+        floor1 = run_floor(binaries, calls, 1, cwd=str(skills / "c_child"))
+        floor2 = run_floor(binaries, calls, 2, cwd=str(skills / "c_child"))
+        out["floor_p50_us"] = floor1["p50_us"]
+        out["floor_best_cps"] = max(floor1["calls_per_s"], floor2["calls_per_s"])
+        out["runner_p50_us"] = runner_p50(binaries, skills, calls)
+        eprint(f"floor p50 {out['floor_p50_us']:.0f} µs, runner p50 {out['runner_p50_us']:.0f} µs")
+        with serve(skills, root / "data") as server:
+            rest_serial(server, min(200, calls))  # warm-up
+            out["rest"] = rest_serial(server, calls)
+            eprint(f"REST p50 {out['rest']['p50_us']:.0f} µs")
+            levels = {}
+            for level in (1, 2, 4, 8, 16):
+                levels[level] = asyncio.run(rest_throughput(server, tput_calls, level))
+                eprint(f"REST c={level}: {levels[level]:.0f} req/s")
+            out["rest_levels"] = levels
+            out["rest_best_rps"] = max(levels.values())
+            if leak_calls:
+                fds_before = fd_count(server.proc.pid)
+                asyncio.run(rest_throughput(server, leak_calls, 4))
+                out["leaks"] = {
+                    "calls": leak_calls,
+                    "fds_before": fds_before,
+                    "fds_after": fd_count(server.proc.pid),
+                    **child_processes(server.proc.pid),
+                }
+                eprint(f"leaks: {out['leaks']}")
+        if listing:
+            many = root / "many"
+            write_many(many, listing)
+            with serve(many, root / "data-many") as server:
+                times = []
+                for _ in range(20):
+                    started = time.perf_counter()
+                    status, body = request(server.port, "GET", "/v1/skills", server.token)
+                    times.append((time.perf_counter() - started) * 1000)
+                    assert status == 200 and json.loads(body)["total"] == listing
+                out["listing"] = {"skills": listing, "p50_ms": statistics.median(times)}
+                eprint(f"GET /v1/skills ({listing}): {out['listing']['p50_ms']:.1f} ms")
+    out["targets"] = {
+        "rest_p50_over_runner_ms": (out["rest"]["p50_us"] - out["runner_p50_us"]) / 1000,
+        "rest_p50_ok": out["rest"]["p50_us"] <= out["runner_p50_us"] + 1500,
+        "rest_tput_ratio": out["rest_best_rps"] / out["floor_best_cps"],
+        "rest_tput_ok": out["rest_best_rps"] >= 0.6 * out["floor_best_cps"],
+    }
+    if "listing" in out:
+        out["targets"]["listing_ok"] = out["listing"]["p50_ms"] <= 100
+    if "leaks" in out:
+        leaks = out["leaks"]
+        out["targets"]["no_leak"] = (
+            leaks["zombies"] == 0 and leaks["fds_after"] <= leaks["fds_before"] + 2
+        )
+    return out
+
+
+def report_lines(res: dict[str, Any]) -> list[str]:
+    t = res["targets"]
+    lines = [
+        "| REST measure | figure | target | met |",
+        "|---|---|---|---|",
+        f"| C floor p50 / best calls/s | {res['floor_p50_us']:.0f} µs / "
+        f"{res['floor_best_cps']:.0f} | — | — |",
+        f"| runner p50 (same run) | {res['runner_p50_us']:.0f} µs | — | — |",
+        f"| `POST …/execute` p50 | {res['rest']['p50_us']:.0f} µs "
+        f"(runner + {t['rest_p50_over_runner_ms']:.2f} ms) | ≤ runner + 1.5 ms | "
+        f"{'yes' if t['rest_p50_ok'] else 'NO'} |",
+        f"| `POST …/execute` best req/s | {res['rest_best_rps']:.0f} "
+        f"({t['rest_tput_ratio']:.2f}× floor) | ≥ 0.6× floor | "
+        f"{'yes' if t['rest_tput_ok'] else 'NO'} |",
+    ]
+    if "listing" in res:
+        lines.append(
+            f"| `GET /v1/skills`, {res['listing']['skills']} skills, p50 | "
+            f"{res['listing']['p50_ms']:.1f} ms | ≤ 100 ms | "
+            f"{'yes' if t['listing_ok'] else 'NO'} |"
+        )
+    if "leaks" in res:
+        leaks = res["leaks"]
+        lines.append(
+            f"| after {leaks['calls']} executions: zombies, server fds | {leaks['zombies']}, "
+            f"{leaks['fds_before']} → {leaks['fds_after']} | 0, no growth | "
+            f"{'yes' if t['no_leak'] else 'NO'} |"
+        )
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=2000, help="serial calls per side")
+    parser.add_argument("--tput-calls", type=int, default=2000, help="calls per level")
+    parser.add_argument("--leak-calls", type=int, default=10000)
+    parser.add_argument("--listing", type=int, default=10000, help="skills for GET /v1/skills")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    try:
+        res = run(args.calls, args.tput_calls, args.leak_calls, args.listing)
+    except SkipBench as exc:
+        print(f"SKIPPED: {exc}")
+        return 0
+    if args.json:
+        print(json.dumps(res, indent=2))
+    else:
+        print("\n".join(report_lines(res)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
