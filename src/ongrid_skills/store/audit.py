@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 from sqlalchemy import Connection, Table, bindparam, select
 
 from .models import AuditRow, SettingRow
+from .rawsql import dumps
 
 if TYPE_CHECKING:
     from .db import Store
@@ -54,6 +55,14 @@ class Verification:
 class AuditLog:
     def __init__(self, store: Store) -> None:
         self.store = store
+        raw = store.raw
+        self._head_sql = raw.select_sql("settings", "value", "key")
+        self._set_head_sql = raw.update_sql("settings", ("value",), "key")
+        self._add_head_sql = raw.insert_sql("settings", ("key", "value"))
+        self._insert_sql = raw.insert_sql(
+            "audit_entries",
+            ("seq", "ts", "actor", "action", "subject", "data", "prev_hash", "hash"),
+        )
         self.seq = 0  # the last head seen (informational; append always re-reads it)
         self.head = GENESIS
 
@@ -71,34 +80,27 @@ class AuditLog:
         same data dir, another replica) may have appended since. Store.tx takes the write lock
         first (SQLite ``BEGIN IMMEDIATE``, PostgreSQL ``SELECT … FOR UPDATE`` of the head row).
         """
-        query = select(SettingRow.value).where(SettingRow.key == HEAD_KEY)
-        if self.store.dialect != "sqlite":
-            query = query.with_for_update()
-        row = conn.execute(query).first()
-        if row is not None and isinstance(row[0], dict):
-            self.seq, self.head = int(row[0]["seq"]), str(row[0]["hash"])
+        raw = self.store.raw
+        row = raw.run(conn, self._head_sql, (HEAD_KEY,)).first()
+        value = row[0] if row is not None else None
+        if isinstance(value, str):  # JSON text (SQLite); PostgreSQL drivers decode json
+            value = json.loads(value)
+        if isinstance(value, dict):
+            self.seq, self.head = int(value["seq"]), str(value["hash"])
         else:
             self.seq, self.head = 0, GENESIS
         seq = self.seq + 1
         ts = time.time()
         payload = data if data is not None else {}
         digest = entry_hash(self.head, seq, ts, actor, action, subject, payload)
-        conn.execute(
-            _INSERT,
-            {
-                "seq": seq,
-                "ts": ts,
-                "actor": actor,
-                "action": action,
-                "subject": subject,
-                "data": payload,
-                "prev_hash": self.head,
-                "hash": digest,
-            },
+        raw.run(
+            conn,
+            self._insert_sql,
+            (seq, ts, actor, action, subject, dumps(payload), self.head, digest),
         )
-        head = {"seq": seq, "hash": digest}
-        if conn.execute(_SET_HEAD, {"k": HEAD_KEY, "v": head}).rowcount == 0:
-            conn.execute(_ADD_HEAD, {"key": HEAD_KEY, "value": head})
+        head = dumps({"seq": seq, "hash": digest})
+        if raw.run(conn, self._set_head_sql, (head, HEAD_KEY)).rowcount == 0:
+            raw.run(conn, self._add_head_sql, (HEAD_KEY, head))
         self.seq, self.head = seq, digest
         return seq
 

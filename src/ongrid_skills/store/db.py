@@ -20,6 +20,7 @@ from sqlalchemy import Connection, Engine, create_engine, event
 from .approvals import ApprovalRepo
 from .audit import AuditLog
 from .executions import ExecutionRepo
+from .rawsql import RawSQL
 from .tokens import TokenRepo
 
 MIGRATIONS = Path(__file__).with_name("migrations")
@@ -30,6 +31,8 @@ class Store:
         self.engine = engine
         self.dialect = engine.dialect.name
         self._write_lock = threading.RLock()
+        self.raw = RawSQL(engine)
+        self._writer: Connection | None = None
         self.audit = AuditLog(self)
         self.executions = ExecutionRepo(self)
         self.approvals = ApprovalRepo(self)
@@ -37,14 +40,20 @@ class Store:
 
     @contextmanager
     def tx(self) -> Iterator[Connection]:
-        """One write transaction. Writers are serialised so the audit chain stays linear."""
-        with self._write_lock, self.engine.connect() as conn:
-            conn.info["immediate"] = True  # see _begin: take SQLite's write lock up front
+        """One write transaction. Writers are serialised (one kept connection, one lock) so the
+        audit chain stays linear; SQLite takes its write lock up front (BEGIN IMMEDIATE)."""
+        with self._write_lock:
+            if self._writer is None or self._writer.closed:
+                self._writer = self.engine.connect()
+                self._writer.info["immediate"] = True
             try:
-                with conn.begin():
-                    yield conn
-            finally:
-                conn.info.pop("immediate", None)
+                with self._writer.begin():
+                    yield self._writer
+            except BaseException:
+                if self._writer.invalidated:
+                    self._writer.close()
+                    self._writer = None
+                raise
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
@@ -59,6 +68,10 @@ class Store:
             command.upgrade(cfg, "head")
 
     def close(self) -> None:
+        with self._write_lock:
+            if self._writer is not None:
+                self._writer.close()
+                self._writer = None
         self.engine.dispose()
 
 

@@ -7,11 +7,12 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from sqlalchemy import Connection, Table, and_, bindparam, func, or_, select
+from sqlalchemy import Connection, Table, and_, func, or_, select
 
 from ..errors import InvalidRequest
 from ..execution import ErrorInfo, Event, Execution, Status
 from .models import EventRow, ExecutionRow
+from .rawsql import dumps
 
 if TYPE_CHECKING:
     from .db import Store
@@ -20,8 +21,6 @@ _EXEC = cast(Table, ExecutionRow.__table__)
 _EVENTS = cast(Table, EventRow.__table__)
 
 
-_INSERT = _EXEC.insert()
-_INSERT_EVENTS = _EVENTS.insert()
 _UPDATABLE = (
     "status",
     "result_text",
@@ -37,11 +36,34 @@ _UPDATABLE = (
     "finished_at",
     "duration_ms",
 )
-_UPDATE = (
-    _EXEC.update()
-    .where(_EXEC.c.id == bindparam("_id"))
-    .values({name: bindparam(name) for name in _UPDATABLE})
+_JSON_COLUMNS = frozenset({"args", "error"})
+_INSERT_COLUMNS = (
+    "id",
+    "skill",
+    "status",
+    "args",
+    "result_text",
+    "error",
+    "exit_code",
+    "signal",
+    "stderr_tail",
+    "orphans_killed",
+    "persona",
+    "requested_by",
+    "approval_id",
+    "definition_hash",
+    "idempotency_key",
+    "args_hash",
+    "created_at",
+    "started_at",
+    "finished_at",
+    "duration_ms",
 )
+_EVENT_COLUMNS = ("execution_id", "seq", "ts", "type", "data")
+
+
+def _params(row: dict[str, Any], columns: Sequence[str]) -> tuple[Any, ...]:
+    return tuple(dumps(row[c]) if c in _JSON_COLUMNS else row[c] for c in columns)
 
 
 def to_row(execution: Execution) -> dict[str, Any]:
@@ -94,6 +116,10 @@ def from_row(row: Any) -> Execution:
 class ExecutionRepo:
     def __init__(self, store: Store) -> None:
         self.store = store
+        raw = store.raw
+        self._insert_sql = raw.insert_sql("executions", _INSERT_COLUMNS)
+        self._update_sql = raw.update_sql("executions", _UPDATABLE, "id")
+        self._events_sql = raw.insert_sql("execution_events", _EVENT_COLUMNS)
 
     def insert(
         self,
@@ -108,31 +134,19 @@ class ExecutionRepo:
         row.update(
             definition_hash=definition_hash, idempotency_key=idempotency_key, args_hash=args_hash
         )
-        conn.execute(_INSERT, row)
+        self.store.raw.run(conn, self._insert_sql, _params(row, _INSERT_COLUMNS))
 
     def update(self, conn: Connection, execution: Execution) -> None:
         row = to_row(execution)
-        params = {name: row[name] for name in _UPDATABLE}
-        params["_id"] = execution.id
-        conn.execute(_UPDATE, params)
+        params = (*_params(row, _UPDATABLE), execution.id)
+        self.store.raw.run(conn, self._update_sql, params)
 
     def add_events(
         self, conn: Connection, execution_id: str, events: Sequence[tuple[int, Event]]
     ) -> None:
         if events:
-            conn.execute(
-                _INSERT_EVENTS,
-                [
-                    {
-                        "execution_id": execution_id,
-                        "seq": seq,
-                        "ts": e.ts,
-                        "type": e.type,
-                        "data": e.data,
-                    }
-                    for seq, e in events
-                ],
-            )
+            rows = [(execution_id, seq, e.ts, e.type, dumps(e.data)) for seq, e in events]
+            self.store.raw.run_many(conn, self._events_sql, rows)
 
     def last_seq(self, conn: Connection, execution_id: str) -> int:
         value = conn.execute(
