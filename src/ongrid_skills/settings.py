@@ -26,6 +26,15 @@ class Settings:
     approval_ttl_seconds: int = 3600
     toolbag_deferral_threshold: int = 30
     bundled_skills: bool = True  # the package's built-in catalogue (skills/ + read/search)
+    # The agent kernel's LLM provider (SPEC §8, docs/agent.md).
+    llm_provider: str = "openai"  # openai (any OpenAI-compatible endpoint) | anthropic
+    llm_base_url: str | None = None
+    llm_model: str | None = None  # a persona's `model` wins
+    llm_api_key: str | None = field(default=None, repr=False)  # else OPENAI_/ANTHROPIC_API_KEY
+    llm_max_retries: int = 3  # 429/5xx/connection errors, with backoff (by the SDK)
+    llm_timeout_seconds: int = 120
+    llm_stream: bool = True  # stream model output where the provider streams
+    llm_max_tokens: int = 4096  # per model reply (Anthropic requires it)
     config: Mapping[str, str] = field(
         default_factory=dict
     )  # skill config keys, e.g. prometheus.url
@@ -54,6 +63,9 @@ class Settings:
                 values[spec.name] = raw
         settled = {k: _coerce(k, v) for k, v in values.items() if k in _FIELD_NAMES}
         settled["config"] = ConfigView(skill_config, env)
+        if settled.get("llm_api_key") is None:  # the provider's usual variable
+            provider = settled.get("llm_provider") or "openai"
+            settled["llm_api_key"] = env.get(_LLM_KEY_FALLBACK[provider]) or None
         return cls(**settled)
 
 
@@ -115,7 +127,14 @@ _INT_FIELDS = {
     "execution_queue_size",
     "approval_ttl_seconds",
     "toolbag_deferral_threshold",
+    "llm_max_retries",
+    "llm_timeout_seconds",
+    "llm_max_tokens",
 }
+_ZERO_OK = {"execution_queue_size", "llm_max_retries"}
+_BOOL_FIELDS = {"bundled_skills", "llm_stream"}
+LLM_PROVIDERS = ("openai", "anthropic")
+_LLM_KEY_FALLBACK = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 
 
 def _coerce(name: str, value: Any) -> Any:
@@ -125,7 +144,12 @@ def _coerce(name: str, value: Any) -> Any:
         if isinstance(value, list) and all(isinstance(v, str) for v in value):
             return tuple(value)
         raise ConfigError(f"{name} must be a path list")
-    if name == "bundled_skills":
+    if name == "llm_provider":
+        text = str(value).strip().lower()
+        if text not in LLM_PROVIDERS:
+            raise ConfigError(f"{name} must be openai or anthropic, got {value!r}")
+        return text
+    if name in _BOOL_FIELDS:
         if isinstance(value, bool):
             return value
         text = str(value).strip().lower()
@@ -139,7 +163,7 @@ def _coerce(name: str, value: Any) -> Any:
             number = int(value)
         except (TypeError, ValueError):
             raise ConfigError(f"{name} must be an integer, got {value!r}") from None
-        if number < 0 or (number == 0 and name != "execution_queue_size"):
+        if number < 0 or (number == 0 and name not in _ZERO_OK):
             raise ConfigError(f"{name} must be positive, got {number}")
         return number
     return None if value in ("", None) else str(value)

@@ -115,4 +115,52 @@ class SettingRow(Base):
     value: Mapped[Any] = mapped_column(JSON, nullable=True)  # as migration 0001 created it
 
 
+class AgentRunRow(Base):
+    """One agent run (SPEC §8): a conversation of the agent kernel with a model (migration 0002)."""
+
+    __tablename__ = "agent_runs"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    persona: Mapped[str] = mapped_column(String(128))
+    requested_by: Mapped[str] = mapped_column(String(128))
+    role: Mapped[str] = mapped_column(String(16))  # the requester's role: the run's calls use it
+    # running | waiting_approval | done | failed | max_turns | interrupted | cancelled
+    status: Mapped[str] = mapped_column(String(24), index=True)
+    provider: Mapped[str] = mapped_column(String(32))
+    model: Mapped[str] = mapped_column(String(200))
+    turns: Mapped[int] = mapped_column(Integer, default=0)  # model requests for the last message
+    created_at: Mapped[float] = mapped_column(Float, index=True)
+    finished_at: Mapped[float | None] = mapped_column(Float)
+    final_answer: Mapped[str | None] = mapped_column(Text)
+    error: Mapped[Any] = mapped_column(JSON, nullable=True)
+
+
+class AgentMessageRow(Base):
+    """One transcript entry of a run, in the neutral format (docs/agent.md)."""
+
+    __tablename__ = "agent_messages"
+    __table_args__ = (UniqueConstraint("run_id", "seq"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(String(32), ForeignKey("agent_runs.id"))
+    seq: Mapped[int] = mapped_column(Integer)
+    role: Mapped[str] = mapped_column(String(16))  # user | assistant | tool | pending
+    content: Mapped[Any] = mapped_column(JSON)
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class AgentEventRow(Base):
+    """The event timeline of a run (message, tool_start, stderr, …, done), for SSE replay."""
+
+    __tablename__ = "agent_events"
+    __table_args__ = (UniqueConstraint("run_id", "seq"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(String(32), ForeignKey("agent_runs.id"))
+    seq: Mapped[int] = mapped_column(Integer)
+    ts: Mapped[float] = mapped_column(Float)
+    type: Mapped[str] = mapped_column(String(32))
+    data: Mapped[Any] = mapped_column(JSON)
+
+
 Index("ix_executions_status_created", ExecutionRow.status, ExecutionRow.created_at)

@@ -1,0 +1,208 @@
+"""Storage of agent runs: the run rows, their transcripts and their event timelines.
+
+Tables ``agent_runs``, ``agent_messages`` and ``agent_events`` (migration 0002). A transcript entry
+is stored in the neutral format of :mod:`ongrid_skills.agent.transcript`, one row per message,
+numbered from 1; events keep the sequence numbers of the run's live timeline.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from sqlalchemy import Table, and_, func, select
+
+from ..execution import ErrorInfo, Event, iso, new_id
+from ..store import Store
+from ..store.models import AgentEventRow, AgentMessageRow, AgentRunRow
+
+_RUNS = cast(Table, AgentRunRow.__table__)
+_MESSAGES = cast(Table, AgentMessageRow.__table__)
+_EVENTS = cast(Table, AgentEventRow.__table__)
+
+
+class RunStatus(enum.StrEnum):
+    RUNNING = "running"
+    WAITING_APPROVAL = "waiting_approval"
+    DONE = "done"
+    FAILED = "failed"
+    MAX_TURNS = "max_turns"
+    INTERRUPTED = "interrupted"
+    CANCELLED = "cancelled"
+
+    @property
+    def final(self) -> bool:
+        return self not in (RunStatus.RUNNING, RunStatus.WAITING_APPROVAL)
+
+
+@dataclass(slots=True)
+class RunRecord:
+    persona: str
+    requested_by: str
+    role: str
+    provider: str
+    model: str
+    id: str = field(default_factory=new_id)
+    status: RunStatus = RunStatus.RUNNING
+    turns: int = 0
+    created_at: float = field(default_factory=time.time)
+    finished_at: float | None = None
+    final_answer: str | None = None
+    error: ErrorInfo | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "persona": self.persona,
+            "requested_by": self.requested_by,
+            "role": self.role,
+            "status": self.status.value,
+            "provider": self.provider,
+            "model": self.model,
+            "turns": self.turns,
+            "created_at": iso(self.created_at),
+            "finished_at": iso(self.finished_at),
+            "final_answer": self.final_answer,
+            "error": self.error.to_dict() if self.error else None,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    seq: int
+    role: str
+    content: dict[str, Any]
+    created_at: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"seq": self.seq, "role": self.role, **self.content, "ts": iso(self.created_at)}
+
+
+def _row(record: RunRecord) -> dict[str, Any]:
+    return {
+        "id": record.id,
+        "persona": record.persona,
+        "requested_by": record.requested_by,
+        "role": record.role,
+        "status": record.status.value,
+        "provider": record.provider,
+        "model": record.model,
+        "turns": record.turns,
+        "created_at": record.created_at,
+        "finished_at": record.finished_at,
+        "final_answer": record.final_answer,
+        "error": record.error.to_dict() if record.error else None,
+    }
+
+
+def _record(row: Any) -> RunRecord:
+    error = row["error"]
+    return RunRecord(
+        id=row["id"],
+        persona=row["persona"],
+        requested_by=row["requested_by"],
+        role=row["role"],
+        provider=row["provider"],
+        model=row["model"],
+        status=RunStatus(row["status"]),
+        turns=row["turns"] or 0,
+        created_at=row["created_at"],
+        finished_at=row["finished_at"],
+        final_answer=row["final_answer"],
+        error=ErrorInfo(error["code"], error["message"], error.get("details")) if error else None,
+    )
+
+
+class RunStore:
+    """Runs, transcripts and events on the manager's store (same engine, same write lock)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    # ---- runs ------------------------------------------------------------------------------
+    def insert(self, record: RunRecord) -> None:
+        with self.store.tx() as conn:
+            conn.execute(_RUNS.insert(), _row(record))
+
+    def update(self, record: RunRecord) -> None:
+        row = _row(record)
+        del row["id"]
+        with self.store.tx() as conn:
+            conn.execute(_RUNS.update().where(_RUNS.c.id == record.id).values(**row))
+
+    def get(self, run_id: str) -> RunRecord | None:
+        with self.store.read() as conn:
+            row = conn.execute(select(_RUNS).where(_RUNS.c.id == run_id)).mappings().first()
+        return _record(row) if row else None
+
+    def page(self, *, status: str | None = None, limit: int = 50) -> list[RunRecord]:
+        query = select(_RUNS).order_by(_RUNS.c.created_at.desc(), _RUNS.c.id.desc())
+        if status:
+            query = query.where(_RUNS.c.status == status)
+        with self.store.read() as conn:
+            rows = conn.execute(query.limit(limit)).mappings().all()
+        return [_record(r) for r in rows]
+
+    def with_status(self, statuses: Iterable[RunStatus]) -> list[RunRecord]:
+        values = [s.value for s in statuses]
+        query = select(_RUNS).where(_RUNS.c.status.in_(values)).order_by(_RUNS.c.created_at)
+        with self.store.read() as conn:
+            rows = conn.execute(query).mappings().all()
+        return [_record(r) for r in rows]
+
+    # ---- transcript ------------------------------------------------------------------------
+    def add_message(self, run_id: str, seq: int, role: str, content: dict[str, Any]) -> None:
+        with self.store.tx() as conn:
+            conn.execute(
+                _MESSAGES.insert(),
+                {
+                    "run_id": run_id,
+                    "seq": seq,
+                    "role": role,
+                    "content": content,
+                    "created_at": time.time(),
+                },
+            )
+
+    def messages(self, run_id: str) -> list[StoredMessage]:
+        query = (
+            select(_MESSAGES.c.seq, _MESSAGES.c.role, _MESSAGES.c.content, _MESSAGES.c.created_at)
+            .where(_MESSAGES.c.run_id == run_id)
+            .order_by(_MESSAGES.c.seq)
+        )
+        with self.store.read() as conn:
+            rows = conn.execute(query).all()
+        return [StoredMessage(seq, role, content, ts) for seq, role, content, ts in rows]
+
+    # ---- events ----------------------------------------------------------------------------
+    def add_events(self, run_id: str, events: Sequence[tuple[int, Event]]) -> None:
+        if not events:
+            return
+        with self.store.tx() as conn:
+            conn.execute(
+                _EVENTS.insert(),
+                [
+                    {"run_id": run_id, "seq": seq, "ts": e.ts, "type": e.type, "data": e.data}
+                    for seq, e in events
+                ],
+            )
+
+    def events(self, run_id: str, after: int = 0) -> list[tuple[int, Event]]:
+        query = (
+            select(_EVENTS.c.seq, _EVENTS.c.ts, _EVENTS.c.type, _EVENTS.c.data)
+            .where(and_(_EVENTS.c.run_id == run_id, _EVENTS.c.seq > after))
+            .order_by(_EVENTS.c.seq)
+        )
+        with self.store.read() as conn:
+            rows = conn.execute(query).all()
+        return [(seq, Event(kind, data, ts)) for seq, ts, kind, data in rows]
+
+    def last_event_seq(self, run_id: str) -> int:
+        with self.store.read() as conn:
+            value = conn.execute(
+                select(func.max(_EVENTS.c.seq)).where(_EVENTS.c.run_id == run_id)
+            ).scalar()
+        return int(value or 0)
