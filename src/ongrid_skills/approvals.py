@@ -195,6 +195,17 @@ class ApprovalDesk:
         )
         return self.get(approval.id)
 
+    def decline(self, approval_id: str, principal: Principal, reason: str) -> Execution:
+        """The requester turns their own pending request down (e.g. "no" in an MCP client's
+        confirmation dialog): it ends ``rejected``, recorded in the audit with the reason."""
+        approval = self.get(approval_id)
+        if approval.requested_by != principal.name:
+            raise Forbidden("only the requester may decline their own request")
+        if approval.status != "pending":
+            raise Conflict(f"approval {approval.id} is {approval.status}, not pending")
+        self._close(approval, "rejected", principal.name, reason)
+        return self.m.get(approval.execution_id)
+
     def cancel(self, execution: Execution, principal: Principal) -> Execution:
         assert execution.approval_id is not None
         approval = self.get(execution.approval_id)

@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 
 import click
 
-from . import cli_server, scaffold, toolspec, validate
+from . import cli_agent, cli_mcp, cli_server, scaffold, toolspec, validate
 from .errors import (
     ApprovalRequired,
     Denied,
@@ -359,6 +359,8 @@ def _one_line(text: str, limit: int = 80) -> str:
 
 
 cli_server.register(cli)
+cli_mcp.register(cli)
+cli_agent.register(cli)
 
 
 def main(argv: list[str] | None = None) -> Any:

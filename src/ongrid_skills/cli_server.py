@@ -17,7 +17,6 @@ from .execution import iso
 from .policy import Role
 
 if TYPE_CHECKING:
-
     from .store import Store
 
 # The server stack (FastAPI, uvicorn, SQLAlchemy, httpx) is imported by the commands that use

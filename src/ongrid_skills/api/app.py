@@ -22,6 +22,7 @@ from ..runner import SubprocessRunner
 from ..settings import Settings
 from ..store import Store, open_store
 from . import errors
+from .agent_routes import router as agent_router
 from .auth import Authenticator, AuthGate
 from .routes import router
 
@@ -68,6 +69,8 @@ def create_app(
     watch: bool = False,
 ) -> FastAPI:
     """Build the app. The store opens and the registry loads when the app starts."""
+    # The MCP SDK takes about a second to import: only the server pays for it, not every command.
+    from ..mcp_server import McpHttp, mcp_route  # noqa: PLC0415
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -78,6 +81,7 @@ def create_app(
         manager = Manager(settings, own_store, holder, runner=runner, metrics=metrics)
         app.state.manager = manager
         app.state.auth = Authenticator(own_store)
+        app.state.mcp = McpHttp(manager)  # streamable HTTP MCP at /mcp (behind the AuthGate)
         await manager.recover()
         background: list[asyncio.Task[None]] = []
         loop = asyncio.get_running_loop()
@@ -88,7 +92,8 @@ def create_app(
         if watch:
             background.append(loop.create_task(_watch(manager, settings)))
         try:
-            yield
+            async with app.state.mcp.run():
+                yield
         finally:
             with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
                 loop.remove_signal_handler(signal.SIGHUP)
@@ -109,6 +114,8 @@ def create_app(
     app.add_middleware(AuthGate)
     app.add_middleware(errors.BodyLimit)
     app.include_router(router)
+    app.include_router(agent_router)
+    app.router.routes.append(mcp_route())  # MCP over streamable HTTP; not in PUBLIC_PATHS
     return app
 
 
