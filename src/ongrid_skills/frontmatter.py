@@ -18,6 +18,8 @@ from .errors import ManifestError
 from .paths import NotRegularFile, read_regular
 
 MAX_FRONTMATTER_FILE_BYTES = 1024 * 1024
+#: The safe loader, in C when PyYAML was built with libyaml (≈10× faster, same safety).
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def read_text(path: str) -> str:
@@ -68,7 +70,7 @@ def split_frontmatter(text: str, path: str) -> tuple[dict[str, Any], str, int]:
         )
     source = "".join(lines[start:index])
     try:
-        meta = yaml.safe_load(source) if source.strip() else {}
+        meta = yaml.load(source, Loader=SAFE_LOADER) if source.strip() else {}  # noqa: S506
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = start + 1 + (mark.line if mark is not None else 0)

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import hashlib
 import json
 import logging
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -64,6 +66,8 @@ class Manager:
         self._entered: set[str] = set()  # tasks whose coroutine has started
         self.desk = ApprovalDesk(self)
         self.closing = False
+        self.owns_data_dir = False
+        self._lock_fd: int | None = None
         #: Called with the new registry after every reload (MCP list_changed, UI refresh…).
         self.reload_listeners: list[Callable[[Registry], None]] = []
 
@@ -72,8 +76,36 @@ class Manager:
         return self.holder.current
 
     # ---- start-up ---------------------------------------------------------------------------
+    def claim_data_dir(self) -> bool:
+        """Become the one manager of an embedded (SQLite) data dir, if no other process is.
+
+        Start-up recovery (interrupting rows left ``running``, starting approved calls, the
+        expiry sweeper) belongs to that manager only: an ``mcp`` started beside a running
+        ``serve`` on the same data dir must not interrupt the server's calls in flight.
+        """
+        if self.settings.database_url:
+            return True  # a shared database: replicas coordinate through it (not a file lock)
+        os.makedirs(self.settings.data_dir, exist_ok=True)
+        fd = os.open(
+            os.path.join(self.settings.data_dir, "manager.lock"), os.O_RDWR | os.O_CREAT, 0o600
+        )
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return False
+        self._lock_fd = fd  # held for the life of the process
+        return True
+
     async def recover(self) -> None:
         """Rows left running by a dead manager become interrupted; approved calls run."""
+        self.owns_data_dir = self.claim_data_dir()
+        if not self.owns_data_dir:
+            LOG.warning(
+                "another manager owns %s: start-up recovery and the approval sweeper stay there",
+                self.settings.data_dir,
+            )
+            return
         for execution in self.store.executions.unfinished():
             execution.status = Status.INTERRUPTED
             execution.error = ErrorInfo("interrupted", "the manager stopped while this call ran")
@@ -351,6 +383,9 @@ class Manager:
         return fresh
 
     async def close(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # releases the data-dir lock
+            self._lock_fd = None
         self.closing = True
         self.desk.stop()
         for task in list(self.tasks.values()):

@@ -167,7 +167,10 @@ class AgentService:
     # ---- start-up and shutdown -----------------------------------------------------------
     async def recover(self) -> None:
         """Runs left ``running`` by a dead manager become ``interrupted``; runs waiting for an
-        approval resume: they wait for their requests again and carry on when decided."""
+        approval resume: they wait for their requests again and carry on when decided.
+        Only the manager that owns the data dir recovers (see Manager.claim_data_dir)."""
+        if not self.m.owns_data_dir:
+            return
         for record in self.runs.with_status([RunStatus.RUNNING]):
             record.status = RunStatus.INTERRUPTED
             record.error = ErrorInfo("interrupted", "the manager stopped while this run was going")
