@@ -85,7 +85,7 @@ def parse_manifest(raw: bytes, path: str) -> dict[str, Any]:
     if not text.strip():
         raise ManifestError("empty file: expected a JSON object", path=path, kind="parse")
     try:
-        obj = json.loads(text, parse_constant=_reject_constant)
+        obj = _DECODER.decode(text)
     except _NonStandardConstant as exc:
         line, col = _constant_position(text)
         raise ManifestError(
@@ -121,6 +121,9 @@ class _NonStandardConstant(ValueError):
 
 def _reject_constant(name: str) -> Any:
     raise _NonStandardConstant(name)
+
+
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 
 
 _STRING_OR_CONSTANT_RE = re.compile(r'"(?:[^"\\]|\\.)*"|(-?Infinity|NaN)', re.DOTALL)

@@ -47,11 +47,33 @@ def schema_problem(schema: object) -> str | None:
         return f"schema cannot be compiled: {_first_line(exc)}"
     # Meta-validation does not catch everything (dangling or remote $ref, bad regex): compile
     # now, so that a skill whose schema can never validate args is refused at load time.
-    try:
-        validator_for(schema)
+    if not _needs_compiling(schema):
+        return None
+    try:  # compiled straight from the dict: no cache entry for a one-off check at load time
+        jsonschema_rs.Draft202012Validator(schema, offline=True)
     except (jsonschema_rs.ValidationError, jsonschema_rs.ReferencingError, ValueError) as exc:
         return f"schema cannot be compiled: {_first_line(exc)}"
     return None
+
+
+#: Keywords whose problems the meta-schema cannot see (references, regular expressions):
+#: a schema using none of them compiles whenever it is meta-valid.
+_COMPILE_CHECKED = frozenset(
+    {"$ref", "$dynamicRef", "$id", "$anchor", "$dynamicAnchor", "pattern", "patternProperties"}
+)
+
+
+def _needs_compiling(node: Any) -> bool:
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if not _COMPILE_CHECKED.isdisjoint(item):
+                return True
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
 
 
 def _first_line(exc: Exception) -> str:
@@ -63,7 +85,7 @@ def schema_key(schema: dict[str, Any]) -> str:
     return json.dumps(schema, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=512)
 def _compiled(key: str) -> jsonschema_rs.Draft202012Validator:
     # offline: a $ref is never fetched over the network (loading a manifest makes no request).
     return jsonschema_rs.Draft202012Validator(json.loads(key), offline=True)
