@@ -42,7 +42,7 @@ router = APIRouter(lifespan=lifespan)
 Caller = Annotated[Principal, Depends(request_principal)]
 
 
-def agents_of(request: Request) -> AgentService:
+async def agents_of(request: Request) -> AgentService:
     service: AgentService = request.app.state.agents
     return service
 
@@ -80,7 +80,7 @@ async def start_run(body: RunBody, agents: Agents, caller: Caller) -> Response:
 
 
 @router.get("/v1/agent/runs")
-def list_runs(
+async def list_runs(
     agents: Agents,
     _caller: Caller,
     status: str | None = None,
@@ -93,7 +93,7 @@ def list_runs(
 
 
 @router.get("/v1/agent/runs/{run_id}")
-def get_run(run_id: str, agents: Agents, _caller: Caller) -> Response:
+async def get_run(run_id: str, agents: Agents, _caller: Caller) -> Response:
     return _json(agents.body(run_id))
 
 

@@ -90,7 +90,8 @@ class AuthGate:
         await self.app(scope, receive, send)
 
 
-def request_principal(request: Request) -> Principal:
+async def request_principal(request: Request) -> Principal:
+    """Async on purpose: FastAPI runs sync dependencies in a worker thread (a costly hop)."""
     principal: Principal | None = getattr(request.state, "principal", None)
     if principal is None:  # the gate did not run (an app assembled without it)
         auth: Authenticator = request.app.state.auth

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
@@ -23,7 +24,7 @@ router = APIRouter()
 Caller = Annotated[Principal, Depends(request_principal)]
 
 
-def manager_of(request: Request) -> Manager:
+async def manager_of(request: Request) -> Manager:
     manager: Manager = request.app.state.manager
     return manager
 
@@ -39,7 +40,7 @@ def require(principal: Principal, role: Role) -> None:
 
 # ---- health -------------------------------------------------------------------------------
 @router.get("/v1/health")
-def health(manager: Mgr) -> dict[str, Any]:
+async def health(manager: Mgr) -> dict[str, Any]:
     registry = manager.registry
     return {
         "status": "ok",
@@ -53,7 +54,7 @@ def health(manager: Mgr) -> dict[str, Any]:
 
 # ---- skills -------------------------------------------------------------------------------
 @router.get("/v1/skills")
-def list_skills(
+async def list_skills(
     manager: Mgr,
     _caller: Caller,
     category: str | None = None,
@@ -74,7 +75,7 @@ def list_skills(
 
 
 @router.get("/v1/skills/{name}")
-def get_skill(name: str, manager: Mgr, _caller: Caller) -> Response:
+async def get_skill(name: str, manager: Mgr, _caller: Caller) -> Response:
     """The SkillSummary, plus ``extra``: unknown SKILL.md keys kept for humans (or null)."""
     skill = manager.registry.get(name)
     body = {**skill.summary(), "extra": skill.extra}
@@ -111,7 +112,7 @@ def execution_response(execution: Execution, always_ok: bool = False) -> Respons
 
 # ---- executions ---------------------------------------------------------------------------
 @router.get("/v1/executions")
-def list_executions(
+async def list_executions(
     manager: Mgr,
     _caller: Caller,
     skill: str | None = None,
@@ -134,7 +135,7 @@ def list_executions(
 
 
 @router.get("/v1/executions/{execution_id}")
-def get_execution(execution_id: str, manager: Mgr, _caller: Caller) -> Response:
+async def get_execution(execution_id: str, manager: Mgr, _caller: Caller) -> Response:
     return execution_response(manager.get(execution_id), always_ok=True)
 
 
@@ -183,7 +184,7 @@ async def cancel_execution(execution_id: str, manager: Mgr, caller: Caller) -> R
 
 # ---- approvals ----------------------------------------------------------------------------
 @router.get("/v1/approvals")
-def list_approvals(
+async def list_approvals(
     manager: Mgr,
     _caller: Caller,
     status: str | None = None,
@@ -195,7 +196,7 @@ def list_approvals(
 
 
 @router.get("/v1/approvals/{approval_id}")
-def get_approval(approval_id: str, manager: Mgr, _caller: Caller) -> dict[str, Any]:
+async def get_approval(approval_id: str, manager: Mgr, _caller: Caller) -> dict[str, Any]:
     return manager.desk.get(approval_id).to_dict()
 
 
@@ -217,13 +218,13 @@ async def reject(
 
 # ---- personas -----------------------------------------------------------------------------
 @router.get("/v1/personas")
-def list_personas(manager: Mgr, _caller: Caller) -> dict[str, Any]:
+async def list_personas(manager: Mgr, _caller: Caller) -> dict[str, Any]:
     personas = sorted(manager.registry.personas.values(), key=lambda p: p.name)
     return {"items": [p.summary() for p in personas], "total": len(personas)}
 
 
 @router.get("/v1/personas/{name}")
-def get_persona(name: str, manager: Mgr, _caller: Caller) -> dict[str, Any]:
+async def get_persona(name: str, manager: Mgr, _caller: Caller) -> dict[str, Any]:
     persona = manager.registry.persona(name)
     body = persona.summary()
     body["prompt"] = persona.prompt
@@ -232,7 +233,7 @@ def get_persona(name: str, manager: Mgr, _caller: Caller) -> dict[str, Any]:
 
 
 @router.get("/v1/personas/{name}/tools")
-def persona_tools(
+async def persona_tools(
     name: str,
     manager: Mgr,
     _caller: Caller,
@@ -247,7 +248,7 @@ def persona_tools(
 
 # ---- audit and admin ----------------------------------------------------------------------
 @router.get("/v1/audit")
-def audit(
+async def audit(
     manager: Mgr,
     _caller: Caller,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
@@ -263,8 +264,8 @@ def audit(
 
 
 @router.get("/v1/audit/verify")
-def audit_verify(manager: Mgr, _caller: Caller) -> JSONResponse:
-    result = manager.store.audit.verify()
+async def audit_verify(manager: Mgr, _caller: Caller) -> JSONResponse:
+    result = await asyncio.to_thread(manager.store.audit.verify)  # walks the whole chain
     return JSONResponse(result.to_dict())
 
 
@@ -276,6 +277,6 @@ async def reload(manager: Mgr, caller: Caller) -> dict[str, Any]:
 
 
 @router.get("/metrics")
-def metrics(manager: Mgr, _caller: Caller) -> Response:
+async def metrics(manager: Mgr, _caller: Caller) -> Response:
     manager.metrics.queued.set(manager.waiting)
     return Response(manager.metrics.render(), media_type="text/plain; version=0.0.4")
