@@ -118,27 +118,9 @@ def offered_tools(registry: Registry, persona: str | None, role: Role | None) ->
 
 
 def tool_definition(skill: Skill) -> dict[str, Any]:
-    """The MCP export of a skill (:func:`toolspec.export`), plus what the skill declares in its
-    extra keys: ``idempotent: true`` (→ ``idempotentHint``) and ``output_schema`` (an object
-    schema → ``outputSchema``).
-
-    An output schema is only advertised for calls that always answer with the skill's result: a
-    call that may wait for a confirmation answers with a pending approval instead, which no output
-    schema of the skill describes (and strict clients validate every non-error result against it).
-    """
-    tool = toolspec.export(skill, "mcp")
-    extra = skill.extra or {}
-    if extra.get("idempotent") is True:
-        tool["annotations"] = {**tool["annotations"], "idempotentHint": True}
-    declared = extra.get("output_schema")
-    if (
-        isinstance(declared, dict)
-        and declared.get("type") == "object"
-        and skill.skill_class is SkillClass.SAFE
-        and not skill.confirmation_required
-    ):
-        tool["outputSchema"] = declared
-    return tool
+    """The MCP definition of a skill: exactly the tool export (:func:`toolspec.export`), so
+    ``tools/list`` and ``GET /v1/personas/{name}/tools?format=mcp`` never differ."""
+    return toolspec.export(skill, "mcp")
 
 
 def _fingerprint(tools: list[dict[str, Any]]) -> str:

@@ -92,24 +92,44 @@ def export(skill: Skill, fmt: str) -> dict[str, Any]:
     if fmt == "anthropic":
         return {"name": skill.name, "description": description_of(skill), "input_schema": schema}
     if fmt == "mcp":
-        return {
+        tool = {
             "name": skill.name,
             "title": skill.name.replace("_", " "),
             "description": description_of(skill),
             "inputSchema": schema,
             "annotations": mcp_annotations(skill),
         }
+        output = output_schema(skill)
+        if output is not None:
+            tool["outputSchema"] = output
+        return tool
     raise ValueError(f"format must be one of {', '.join(FORMATS)}")
 
 
 def mcp_annotations(skill: Skill) -> dict[str, Any]:
+    """From the class; ``idempotentHint`` only when the skill declares ``idempotent: true``."""
     return {
         "title": skill.name.replace("_", " "),
         "readOnlyHint": skill.skill_class is SkillClass.SAFE,
         "destructiveHint": skill.skill_class is SkillClass.DANGEROUS,
-        "idempotentHint": False,
+        "idempotentHint": (skill.extra or {}).get("idempotent") is True,
         "openWorldHint": True,
     }
+
+
+def output_schema(skill: Skill) -> dict[str, Any] | None:
+    """A declared ``output_schema`` (object), advertised only for calls that always answer with
+    the skill's result: a call that may wait for a confirmation answers with a pending approval
+    instead, which the skill's output schema does not describe (strict clients validate it)."""
+    declared = (skill.extra or {}).get("output_schema")
+    if (
+        isinstance(declared, dict)
+        and declared.get("type") == "object"
+        and skill.skill_class is SkillClass.SAFE
+        and not skill.confirmation_required
+    ):
+        return declared
+    return None
 
 
 def export_all(skills: Iterable[Skill], fmt: str) -> list[dict[str, Any]]:
