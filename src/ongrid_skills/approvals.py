@@ -224,7 +224,8 @@ class ApprovalDesk:
             raise Conflict(f"approval {approval.id} is {approval.status}, not pending")
         return approval
 
-    def _unchanged_skill(self, approval: Approval) -> Skill:
+    def _unchanged_skill(self, approval: Approval, *, pending: bool = True) -> Skill:
+        """The skill as signed, or void the request (``pending=False``: already approved)."""
         try:
             skill = self.m.registry.get(approval.skill)
         except UnknownSkill:
@@ -232,11 +233,13 @@ class ApprovalDesk:
         moved = skill is not None and skill.target is not None and skill.target.changed_on_disk()
         if skill is None or moved or skill.definition_hash != approval.definition_hash:
             reason = "the skill changed since the request; the request is void"
-            self._close(approval, "void", "manager", reason)
+            self._close(approval, "void", "manager", reason, pending=pending)
             raise Conflict(reason)
         return skill
 
-    def _close(self, approval: Approval, status: str, actor: str, reason: str) -> None:
+    def _close(
+        self, approval: Approval, status: str, actor: str, reason: str, *, pending: bool = True
+    ) -> None:
         """End a pending request: rejected, expired, void or cancelled (the execution too)."""
         execution_status = {
             "rejected": Status.REJECTED,
@@ -266,7 +269,8 @@ class ApprovalDesk:
                 approval.id,
                 {"execution_id": approval.execution_id, "reason": reason},
             )
-        self.m.metrics.pending_approvals.dec()
+        if pending:
+            self.m.metrics.pending_approvals.dec()
         self.m.hub.close(approval.execution_id)
         if execution is not None:
             self.m.metrics.finished(approval.skill, execution_status.value, None)
@@ -322,35 +326,12 @@ class ApprovalDesk:
             if execution is None or execution.status is not Status.PENDING_APPROVAL:
                 continue
             try:
-                skill = self._unchanged_skill_for_recovery(approval)
+                skill = self._unchanged_skill(approval, pending=False)
             except SkillError:
                 continue
             self._run(approval, skill)
         interval = max(1.0, min(60.0, self.m.settings.approval_ttl_seconds / 4))
         self._sweeper = asyncio.get_running_loop().create_task(self._sweep(interval))
-
-    def _unchanged_skill_for_recovery(self, approval: Approval) -> Skill:
-        skill = self.m.registry.skills.get(approval.skill)
-        if skill is None or skill.definition_hash != approval.definition_hash:
-            execution = self.store.executions.get(approval.execution_id)
-            if execution is not None:
-                execution.status = Status.REJECTED
-                execution.error = ErrorInfo("skill_changed", "the skill changed since approval")
-                execution.finished_at = self.m.clock()
-                with self.store.tx() as conn:
-                    self.store.approvals.set_status(
-                        conn, approval.id, "void", execution.finished_at, execution.error.message
-                    )
-                    self.store.executions.update(conn, execution)
-                    self.store.audit.append(
-                        conn,
-                        "manager",
-                        "approval.void",
-                        approval.id,
-                        {"execution_id": execution.id, "reason": "skill changed"},
-                    )
-            raise Conflict("skill changed")
-        return skill
 
     async def _sweep(self, interval: float) -> None:
         while True:

@@ -7,7 +7,6 @@ confirmation is missing), 4 pending approval, 124 timed out.
 from __future__ import annotations
 
 import asyncio
-import getpass
 import json
 import logging
 import os
@@ -28,6 +27,7 @@ from .errors import (
 from .execution import Event, Execution, Status
 from .loading import load_registry
 from .policy import SkillClass
+from .principal import local_user
 from .registry import Registry
 from .service import execute
 from .settings import Settings
@@ -213,7 +213,7 @@ def run(
         AUDIT.warning(
             "run %s with --i-know-it-is-dangerous by %s (pid %d)",
             name,
-            _whoami(),
+            local_user(),
             os.getpid(),
         )
     try:
@@ -226,7 +226,7 @@ def run(
                 persona=persona,
                 on_event=None if as_json else _print_event,
                 allow_dangerous=dangerous,
-                requested_by=f"cli:{_whoami()}",
+                requested_by=f"cli:{local_user()}",
             )
         )
     except ApprovalRequired as exc:
@@ -344,13 +344,6 @@ def new(name: str, lang: str, parent: str) -> None:
         f"try: ongrid-skills -d {os.path.dirname(folder)} run {name} - < {folder}/test-args.json",
         err=True,
     )
-
-
-def _whoami() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return str(os.getuid())
 
 
 def _one_line(text: str, limit: int = 80) -> str:

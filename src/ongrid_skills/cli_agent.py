@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import getpass
 import json
 import logging
 import os
@@ -27,7 +26,7 @@ import click
 from .errors import SkillError
 from .execution import Event
 from .policy import Role
-from .principal import Principal
+from .principal import Principal, local_user
 from .settings import LLM_PROVIDERS, Settings
 
 if TYPE_CHECKING:
@@ -86,13 +85,6 @@ def _settings(
     return dataclasses.replace(settings, **changes)
 
 
-def _whoami() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return str(os.getuid())
-
-
 async def _chat(
     settings: Settings,
     loader_sink: Any,
@@ -105,7 +97,7 @@ async def _chat(
     from .agent import AgentService  # noqa: PLC0415 - the agent loads only for this command
     from .local import local_manager  # noqa: PLC0415
 
-    human = Principal(f"cli:{_whoami()}", Role.OPERATOR)
+    human = Principal(f"cli:{local_user()}", Role.OPERATOR)
     confirm = ask_at_terminal if sys.stdin.isatty() else None
     async with local_manager(settings, loader_sink) as manager:
         service = AgentService(manager)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import getpass
 import logging
 import os
 import signal
@@ -27,7 +26,7 @@ from .errors import SkillError
 from .local import local_manager
 from .manager import Manager
 from .policy import Role
-from .principal import Principal
+from .principal import Principal, local_user
 from .settings import Settings
 
 LOG = logging.getLogger("ongrid_skills.mcp")
@@ -41,11 +40,7 @@ def register(cli: click.Group) -> None:
 
 def mcp_principal() -> Principal:
     """The human local operator running the MCP client on this machine."""
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        user = str(os.getuid())
-    return Principal(f"mcp:{user}", Role.OPERATOR)
+    return Principal(f"mcp:{local_user()}", Role.OPERATOR)
 
 
 @click.command("mcp")

@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-import getpass
 import json
-import os
 import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -15,6 +13,7 @@ import click
 from .errors import SkillError
 from .execution import iso
 from .policy import Role
+from .principal import local_user
 
 if TYPE_CHECKING:
     from .store import Store
@@ -93,7 +92,7 @@ def token_create(ctx: click.Context, role: str, name: str) -> None:
     """Print only the new token on stdout."""
     store = _store(ctx)
     try:
-        secret, _ = store.tokens.create(name, Role(role), actor=_actor())
+        secret, _ = store.tokens.create(name, Role(role), actor=f"cli:{local_user()}")
     except SkillError as exc:
         _fail(exc.message)
     click.echo(secret)
@@ -117,7 +116,7 @@ def token_list(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def token_revoke(ctx: click.Context, ident: str) -> None:
     """Revoke a token by id or name."""
-    if not _store(ctx).tokens.revoke(ident, actor=_actor()):
+    if not _store(ctx).tokens.revoke(ident, actor=f"cli:{local_user()}"):
         _fail(f"no active token {ident!r}")
     click.echo(f"revoked {ident}", err=True)
 
@@ -331,13 +330,6 @@ def _exit_code(status: int) -> int:
     if status == 403:
         return 3
     return 2 if status < 500 else 1
-
-
-def _actor() -> str:
-    try:
-        return f"cli:{getpass.getuser()}"
-    except (KeyError, OSError):
-        return f"cli:{os.getuid()}"
 
 
 def _fail(message: str, code: int = 2) -> NoReturn:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import getpass
+import os
 from dataclasses import dataclass
 
 from .policy import Role
@@ -20,6 +22,9 @@ class Principal:
         return self.human and self.role in (Role.OPERATOR, Role.ADMIN)
 
 
-#: The human at a terminal on the manager's machine (CLI commands on the local data dir).
-def local_operator(user: str) -> Principal:
-    return Principal(f"cli:{user}", Role.ADMIN)
+def local_user() -> str:
+    """The login name of whoever runs this process (the uid when it has no name)."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return str(os.getuid())

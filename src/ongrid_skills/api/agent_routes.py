@@ -21,9 +21,9 @@ from sse_starlette.sse import EventSourceResponse
 
 from ..agent import AgentService, RunStatus
 from ..errors import Conflict, Forbidden, InvalidRequest
-from ..execution import Event
 from ..principal import Principal
 from .auth import request_principal
+from .routes import sse_message
 
 
 @asynccontextmanager
@@ -126,11 +126,7 @@ async def _stream(agents: AgentService, run_id: str) -> AsyncIterator[dict[str, 
     timeline = agents.timeline(run_id)
     if timeline is None:
         for seq, event in agents.runs.events(run_id):
-            yield _sse(seq, event)
+            yield sse_message(seq, event)
         return
     async for seq, event in timeline.follow():
-        yield _sse(seq, event)
-
-
-def _sse(seq: int, event: Event) -> dict[str, Any]:
-    return {"event": event.type, "id": str(seq), "data": json.dumps(event.to_dict())}
+        yield sse_message(seq, event)

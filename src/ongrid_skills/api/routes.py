@@ -156,7 +156,7 @@ async def _stream(
         current = manager.get(execution.id)
         if current.status.final or not follow:
             for seq, event in manager.store.executions.events(execution.id):
-                yield _sse(seq, event)
+                yield sse_message(seq, event)
             yield {"event": "end", "data": current.to_json()}
             return
         timeline = manager.hub.open(execution.id)
@@ -165,15 +165,16 @@ async def _stream(
             timeline.flushed = len(timeline.events)
     if not follow:  # what happened so far, then the execution as it is now
         for seq, event in list(timeline.events):
-            yield _sse(seq, event)
+            yield sse_message(seq, event)
         yield {"event": "end", "data": manager.get(execution.id).to_json()}
         return
     async for seq, event in timeline.follow():
-        yield _sse(seq, event)
+        yield sse_message(seq, event)
     yield {"event": "end", "data": manager.get(execution.id).to_json()}
 
 
-def _sse(seq: int, event: Event) -> dict[str, Any]:
+def sse_message(seq: int, event: Event) -> dict[str, Any]:
+    """One numbered timeline event as a Server-Sent Event (executions and agent runs alike)."""
     return {"event": event.type, "id": str(seq), "data": json.dumps(event.to_dict())}
 
 
