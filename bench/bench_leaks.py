@@ -67,7 +67,7 @@ async def _settle(expected: dict[str, int], deadline_s: float = 2.0) -> dict[str
 
 
 async def _bench(tree: Tree, calls: int, concurrency: int, failing: int, timeouts: int) -> Any:
-    from ongrid_skills.runner import SpawnSpec, SubprocessRunner
+    from ongrid_skills.execution.runner import SpawnSpec, SubprocessRunner
 
     ok_spec = SpawnSpec(
         entry=tree.entry, root=tree.root, cwd=tree.folder, env={}, timeout_seconds=30.0

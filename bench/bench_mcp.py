@@ -84,7 +84,7 @@ def serve_baseline(child: str, folder: str) -> None:
 def serve_ours_without_store() -> int:
     """Diagnostic only: ``ongrid-skills mcp`` with the store's write transactions (execution
     rows, events, audit entries, and the transactions themselves) replaced by no-ops."""
-    from ongrid_skills import cli
+    from ongrid_skills.doors.cli import main as cli
     from ongrid_skills.store import Store
     from ongrid_skills.store.audit import AuditLog
     from ongrid_skills.store.executions import ExecutionRepo
@@ -195,7 +195,7 @@ async def _bench(base: str, folder: str, child: Path, opts: argparse.Namespace) 
     bare = Side("diagnostic: ours without the store's writes", SKILL_NAME)
     async with AsyncExitStack() as stack:
         ours.session = await stack.enter_async_context(
-            connect(sys.executable, ["-m", "ongrid_skills.cli", "-q", "mcp"], env)
+            connect(sys.executable, ["-m", "ongrid_skills.doors.cli.main", "-q", "mcp"], env)
         )
         baseline.session = await stack.enter_async_context(
             connect(

@@ -106,8 +106,8 @@ def best_of(fn: Any, repeat: int) -> float:
 
 def search_bench(count: int, queries: int) -> dict[str, float]:
     import ongrid_skills
-    from ongrid_skills.registry import Registry, internal_skills
-    from ongrid_skills.skill import Skill
+    from ongrid_skills.skills.model import Skill
+    from ongrid_skills.skills.registry import Registry, internal_skills
 
     skills = {s.name: s for s in internal_skills()}
     for i in range(count):

@@ -219,7 +219,7 @@ async def rest_throughput(server: Server, calls: int, concurrency: int) -> float
 
 
 def runner_p50(binaries: CBinaries, root: Path, calls: int) -> float:
-    from ongrid_skills.runner import SpawnSpec, SubprocessRunner
+    from ongrid_skills.execution.runner import SpawnSpec, SubprocessRunner
 
     folder = root / "c_child"
     spec = SpawnSpec(

@@ -148,7 +148,7 @@ def _cpu_us() -> float:
 
 def make_runner_call(tree: SkillTree) -> Call:
     """One ``SubprocessRunner.run`` of the C child; raises unless it succeeded."""
-    from ongrid_skills.runner import SpawnSpec, SubprocessRunner
+    from ongrid_skills.execution.runner import SpawnSpec, SubprocessRunner
 
     spec = SpawnSpec(
         entry=tree.entry, root=tree.root, cwd=tree.folder, env={}, timeout_seconds=30.0

@@ -16,10 +16,10 @@ from typing import Any
 import httpx
 from fastapi.testclient import TestClient
 
-from ongrid_skills.api import create_app
-from ongrid_skills.policy import Role
+from ongrid_skills.doors.asgi import create_app
 from ongrid_skills.settings import Settings
 from ongrid_skills.store import Store, open_store
+from ongrid_skills.types import Role
 from tests.support import venv_bin
 
 ROLES = {

@@ -20,8 +20,8 @@ import pytest
 
 import ongrid_skills
 from ongrid_skills import Settings, Skill
-from ongrid_skills.discovery import LoadReport, load_external
-from ongrid_skills.registry import build_registry
+from ongrid_skills.skills.discovery import LoadReport, load_external
+from ongrid_skills.skills.registry import build_registry
 
 SCRIPT = "#!/bin/sh\ncat >/dev/null\necho '{\"ok\": true}'\n"
 NOBODY = 65534

@@ -17,7 +17,7 @@ import pytest
 import ongrid_skills
 from ongrid_skills import Settings, SkillClass
 from ongrid_skills.errors import ManifestError
-from ongrid_skills.manifest import MAX_MANIFEST_BYTES, parse_manifest, read_manifest
+from ongrid_skills.skills.skill_json import MAX_MANIFEST_BYTES, parse_manifest, read_manifest
 
 SCRIPT = "#!/bin/sh\ncat >/dev/null\necho '{\"ok\": true}'\n"
 MIB = 1024 * 1024

@@ -8,8 +8,8 @@ import pytest
 
 import ongrid_skills
 from ongrid_skills.errors import ManifestError
-from ongrid_skills.persona import load_persona, pattern_matches
-from ongrid_skills.policy import PermissionMode
+from ongrid_skills.skills.persona import load_persona, pattern_matches
+from ongrid_skills.types import PermissionMode
 
 RESPONDER = """---
 name: ops_responder

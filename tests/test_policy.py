@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ongrid_skills.policy import PermissionMode, Role, SkillClass, decide
+from ongrid_skills.governance.policy import decide
+from ongrid_skills.types import PermissionMode, Role, SkillClass
 
 RO, MWC, DUAL = (
     PermissionMode.READ_ONLY,

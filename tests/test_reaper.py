@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from ongrid_skills.reaper import OrphanReaper
+from ongrid_skills.execution.reaper import OrphanReaper
 from tests.runner_support.helpers import (
     assert_gone,
     canonical_dir,

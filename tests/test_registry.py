@@ -13,7 +13,8 @@ import pytest
 import ongrid_skills
 from ongrid_skills import PermissionMode, Persona, Settings, SkillClass
 from ongrid_skills.errors import NotFound, UnknownPersona, UnknownSkill
-from ongrid_skills.registry import Registry, RegistryHolder, build_registry
+from ongrid_skills.governance.gate import offered
+from ongrid_skills.skills.registry import Registry, RegistryHolder, build_registry
 
 SCRIPT = "#!/bin/sh\ncat >/dev/null\necho '{\"ok\": true}'\n"
 
@@ -139,7 +140,11 @@ def test_the_listing_for_a_persona_keeps_only_what_its_mode_and_lists_allow(root
     registry = load(root)
     read_only = registry.persona("default")
     assert read_only.permission_mode is PermissionMode.READ_ONLY
-    assert names(registry.list(persona=read_only)) == ["disk_usage", "probe_tcp", "zap_cache"]
+    assert names(registry.list(keep=lambda s: offered(s, read_only))) == [
+        "disk_usage",
+        "probe_tcp",
+        "zap_cache",
+    ]
     confirm = Persona(
         name="ops",
         description="d",
@@ -147,7 +152,11 @@ def test_the_listing_for_a_persona_keeps_only_what_its_mode_and_lists_allow(root
         permission_mode=PermissionMode.MUTATING_WITH_CONFIRM,
         disallowed_tools=("zap_*",),
     )
-    assert names(registry.list(persona=confirm)) == ["disk_usage", "probe_tcp", "restart_service"]
+    assert names(registry.list(keep=lambda s: offered(s, confirm))) == [
+        "disk_usage",
+        "probe_tcp",
+        "restart_service",
+    ]
 
 
 def test_get_returns_the_skill_and_an_unknown_name_raises_unknown_skill(root: Path) -> None:

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 import ongrid_skills
-from ongrid_skills.execution import Event, Status
-from ongrid_skills.runner import (
+from ongrid_skills.execution.records import Event, Status
+from ongrid_skills.execution.runner import (
     LINE_CAP,
     STDERR_BUDGET,
     STDOUT_CAP,

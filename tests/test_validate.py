@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from ongrid_skills.validate import Finding, validate_paths
+from ongrid_skills.skills.lint import Finding, validate_paths
 
 SCRIPT = "#!/bin/sh\ncat >/dev/null\necho '{\"ok\": true}'\n"
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "skills"

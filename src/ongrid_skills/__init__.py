@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import (
+from ongrid_skills.errors import (
     ApprovalRequired,
     ConfigError,
     Denied,
@@ -25,14 +25,14 @@ from .errors import (
     UnknownPersona,
     UnknownSkill,
 )
-from .execution import Event, Execution, Status
-from .loading import load_registry
-from .persona import Persona
-from .policy import PermissionMode, Role, SkillClass
-from .registry import Registry
-from .service import execute
-from .settings import Settings
-from .skill import Skill
+from ongrid_skills.execution.pipeline import execute
+from ongrid_skills.execution.records import Event, Execution, Status
+from ongrid_skills.runtime import load_registry
+from ongrid_skills.settings import Settings
+from ongrid_skills.skills.model import Skill
+from ongrid_skills.skills.persona import Persona
+from ongrid_skills.skills.registry import Registry
+from ongrid_skills.types import PermissionMode, Role, SkillClass
 
 __all__ = [
     "ApprovalRequired",

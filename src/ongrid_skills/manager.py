@@ -9,28 +9,35 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import hashlib
 import json
 import logging
-import os
 import time
 from collections.abc import Callable
 from typing import Any
 
-from .approvals import ApprovalDesk
-from .errors import Busy, Conflict, Denied, Forbidden, InvalidArgs, NotFound, SkillError
-from .events import EventHub, Timeline
-from .execution import ErrorInfo, Event, EventSink, Execution, Status
-from .metrics import Metrics
-from .persona import Persona
-from .principal import Principal
-from .registry import Registry, RegistryHolder
-from .runner import SubprocessRunner
-from .service import check_runnable, check_transportable, gate, run_skill
-from .settings import Settings
-from .skill import Skill
-from .store import Store
+from ongrid_skills.approval_desk import ApprovalDesk
+from ongrid_skills.errors import (
+    Busy,
+    Conflict,
+    Denied,
+    Forbidden,
+    InvalidArgs,
+    NotFound,
+    SkillError,
+)
+from ongrid_skills.execution.pipeline import check_runnable, check_transportable, run_skill
+from ongrid_skills.execution.records import ErrorInfo, Event, EventSink, Execution, Status
+from ongrid_skills.execution.runner import SubprocessRunner
+from ongrid_skills.execution.timeline import EventHub, Timeline
+from ongrid_skills.governance.gate import admit
+from ongrid_skills.governance.principal import Principal
+from ongrid_skills.metrics import Metrics
+from ongrid_skills.settings import Settings
+from ongrid_skills.skills.model import Skill
+from ongrid_skills.skills.persona import Persona
+from ongrid_skills.skills.registry import Registry, RegistryHolder
+from ongrid_skills.store import Store
 
 LOG = logging.getLogger("ongrid_skills.manager")
 FLUSH_SECONDS = 0.5
@@ -66,8 +73,8 @@ class Manager:
         self._entered: set[str] = set()  # tasks whose coroutine has started
         self.desk = ApprovalDesk(self)
         self.closing = False
+        #: Set by the runtime: whether this process owns the embedded data dir (and recovers).
         self.owns_data_dir = False
-        self._lock_fd: int | None = None
         #: Called with the new registry after every reload (MCP list_changed, UI refresh…).
         self.reload_listeners: list[Callable[[Registry], None]] = []
 
@@ -76,36 +83,11 @@ class Manager:
         return self.holder.current
 
     # ---- start-up ---------------------------------------------------------------------------
-    def claim_data_dir(self) -> bool:
-        """Become the one manager of an embedded (SQLite) data dir, if no other process is.
-
-        Start-up recovery (interrupting rows left ``running``, starting approved calls, the
-        expiry sweeper) belongs to that manager only: an ``mcp`` started beside a running
-        ``serve`` on the same data dir must not interrupt the server's calls in flight.
-        """
-        if self.settings.database_url:
-            return True  # a shared database: replicas coordinate through it (not a file lock)
-        os.makedirs(self.settings.data_dir, exist_ok=True)
-        fd = os.open(
-            os.path.join(self.settings.data_dir, "manager.lock"), os.O_RDWR | os.O_CREAT, 0o600
-        )
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            return False
-        self._lock_fd = fd  # held for the life of the process
-        return True
-
     async def recover(self) -> None:
-        """Rows left running by a dead manager become interrupted; approved calls run."""
-        self.owns_data_dir = self.claim_data_dir()
-        if not self.owns_data_dir:
-            LOG.warning(
-                "another manager owns %s: start-up recovery and the approval sweeper stay there",
-                self.settings.data_dir,
-            )
-            return
+        """Rows left running by a dead manager become interrupted; approved calls run.
+
+        Called by :func:`ongrid_skills.runtime.open_manager` on the manager that owns the data
+        dir only (see :class:`ongrid_skills.runtime.DataDirLock`)."""
         for execution in self.store.executions.unfinished():
             execution.status = Status.INTERRUPTED
             execution.error = ErrorInfo("interrupted", "the manager stopped while this call ran")
@@ -152,7 +134,7 @@ class Manager:
                 if found[1] != digest:
                     raise Conflict("Idempotency-Key reused with different args")
                 return found[0]
-        decision = gate(skill, who, role=principal.role, confirm=confirm and principal.human)
+        decision = admit(skill, who, role=principal.role, confirmed=confirm and principal.human)
         execution = Execution(skill=name, args=args, persona=persona, requested_by=principal.name)
         if decision.action == "deny":
             self._refuse(execution, skill, Status.DENIED, ErrorInfo("denied", decision.reason))
@@ -383,9 +365,6 @@ class Manager:
         return fresh
 
     async def close(self) -> None:
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)  # releases the data-dir lock
-            self._lock_fd = None
         self.closing = True
         self.desk.stop()
         for task in list(self.tasks.values()):

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 if TYPE_CHECKING:
-    from .registry import Registry
+    from ongrid_skills.skills.registry import Registry
 
 
 class Metrics:

@@ -8,9 +8,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from .errors import ConfigError
-from .paths import split_dir_list
-from .skill import DEFAULT_TIMEOUT_SECONDS
+from ongrid_skills.errors import ConfigError
+from ongrid_skills.paths import split_dir_list
+from ongrid_skills.types import DEFAULT_TIMEOUT_SECONDS
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,10 +15,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .persona import DEFAULT_PERSONA, Persona
-from .policy import SkillClass
-from .registry import Registry, persona_permits
-from .skill import Skill
+from ongrid_skills.governance.gate import persona_permits
+from ongrid_skills.skills.model import Skill
+from ongrid_skills.skills.persona import DEFAULT_PERSONA, Persona
+from ongrid_skills.skills.registry import Registry
+from ongrid_skills.types import SkillClass
 
 FORMATS = ("openai", "anthropic", "mcp")
 DEFAULT_DEFERRAL_THRESHOLD = 30

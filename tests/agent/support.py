@@ -13,12 +13,12 @@ from typing import Any, TypeVar
 import yaml
 
 from ongrid_skills.agent import AgentRun, AgentService, RunRecord
-from ongrid_skills.execution import Event
-from ongrid_skills.local import local_manager
+from ongrid_skills.execution.records import Event
+from ongrid_skills.governance.principal import Principal
 from ongrid_skills.manager import Manager
-from ongrid_skills.policy import Role
-from ongrid_skills.principal import Principal
+from ongrid_skills.runtime import open_manager
 from ongrid_skills.settings import Settings
+from ongrid_skills.types import Role
 from tests.agent.fakes import API_KEY, FakeLLM
 from tests.server_support import make_settings
 
@@ -96,7 +96,7 @@ def run_agent(
     """One run to its end, in-process, on a real manager and store; ``during`` runs beside it."""
 
     async def main() -> Outcome:
-        async with local_manager(settings, lambda _line: None) as manager:
+        async with open_manager(settings, loader_sink=lambda _line: None) as manager:
             service = AgentService(manager, poll_seconds=0.05)
             run = service.create(persona, requester)
             events: list[Event] = []

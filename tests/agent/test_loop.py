@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from ongrid_skills.agent import AgentRun, AgentService, RunStore
+from ongrid_skills.governance.principal import Principal
 from ongrid_skills.manager import Manager
-from ongrid_skills.policy import Role
-from ongrid_skills.principal import Principal
 from ongrid_skills.store import open_store
+from ongrid_skills.types import Role
 from tests.agent.fakes import FakeLLM, Reply, call
 from tests.agent.support import OSCAR, agent_settings, envelope, run_agent, until, write_persona
 from tests.support import MakeSkill

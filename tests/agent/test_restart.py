@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
-from ongrid_skills.policy import Role
 from ongrid_skills.store import open_store
+from ongrid_skills.types import Role
 from tests.agent.fakes import FakeLLM, Reply, call
 from tests.agent.support import llm_env, wait_for, write_persona
 from tests.server_support import ServeProcess, start_serve, stop

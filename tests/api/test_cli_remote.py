@@ -22,7 +22,7 @@ import httpx
 import pytest
 from click.testing import CliRunner, Result
 
-from ongrid_skills.cli import cli
+from ongrid_skills.doors.cli.main import cli
 from tests.server_support import free_port
 from tests.support import venv_bin, write_skill
 

@@ -17,8 +17,8 @@ from typing import Any
 import httpx
 import pytest
 
-from ongrid_skills.policy import Role
 from ongrid_skills.store import open_store
+from ongrid_skills.types import Role
 from tests.server_support import ServeProcess, start_serve, stop
 from tests.support import write_skill
 

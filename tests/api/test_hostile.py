@@ -17,8 +17,8 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from ongrid_skills.policy import Role
 from ongrid_skills.store import open_store
+from ongrid_skills.types import Role
 from tests.server_support import ServeProcess, Server, make_settings, running_app, start_serve, stop
 from tests.support import MakeSkill, write_skill
 

@@ -11,8 +11,8 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 
-from ongrid_skills.policy import Role
 from ongrid_skills.store import open_store
+from ongrid_skills.types import Role
 from tests.server_support import (
     ServeProcess,
     Server,

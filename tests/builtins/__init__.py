@@ -14,7 +14,8 @@ from typing import Any
 
 import jsonschema_rs
 
-from ongrid_skills.builtins.base import Builtin, signature_schema
+from ongrid_skills.skills.impls import Builtin
+from ongrid_skills.skills.schemas import signature_schema
 
 
 def _branch(prop: dict[str, Any], key: str) -> dict[str, Any]:

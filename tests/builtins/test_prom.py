@@ -14,8 +14,8 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from ongrid_skills.builtins.base import BuiltinContext, BuiltinFailure
-from ongrid_skills.builtins.catalog import resolve
 from ongrid_skills.builtins.prom import query_promql
+from ongrid_skills.skills.impls import resolve
 from tests.builtins import QuietHandler, assert_schema, serve
 
 NOW = 1714550400.0

@@ -21,8 +21,8 @@ from mcp.client.session import ClientSession, ElicitationFnT
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from ongrid_skills.policy import Role
 from ongrid_skills.store import open_store
+from ongrid_skills.types import Role
 from tests.server_support import ServeProcess, start_serve, stop
 from tests.support import venv_bin, write_skill
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from ongrid_skills import toolspec
-from ongrid_skills.mcp_server import tool_definition
-from ongrid_skills.policy import SkillClass
-from ongrid_skills.skill import Skill
+from ongrid_skills.doors.mcp.server import tool_definition
+from ongrid_skills.skills.model import Skill
+from ongrid_skills.types import SkillClass
 
 OUTPUT = {"type": "object", "properties": {"free_bytes": {"type": "integer"}}}
 

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-from ongrid_skills.registry import Registry, build_registry
+from ongrid_skills.skills.registry import Registry, build_registry
 
 T = TypeVar("T")
 

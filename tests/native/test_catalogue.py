@@ -9,10 +9,11 @@ import pytest
 
 import ongrid_skills
 from ongrid_skills import InvalidArgs, Status
-from ongrid_skills.builtins.base import BuiltinContext, BuiltinFailure, signature_schema
+from ongrid_skills.builtins.base import BuiltinContext, BuiltinFailure
 from ongrid_skills.builtins.catalogue import read_skill, search_skills
-from ongrid_skills.execution import Execution
-from ongrid_skills.registry import BUNDLED_SKILLS_DIR, Registry, internal_skills
+from ongrid_skills.execution.records import Execution
+from ongrid_skills.skills.registry import BUNDLED_SKILLS_DIR, Registry, internal_skills
+from ongrid_skills.skills.schemas import signature_schema
 from tests.native import load, run, write_exec, write_persona, write_skill_md
 from tests.support import write_skill
 
@@ -84,7 +85,7 @@ def test_the_bundled_catalogue_brings_read_skill_and_search_skills() -> None:
         assert skill.schema == signature_schema(fn)
         assert skill.available
     assert [s.name for s in internal_skills()] == ["read_skill", "search_skills"]
-    assert BUNDLED_SKILLS_DIR.endswith("skills")
+    assert BUNDLED_SKILLS_DIR.endswith("bundled")
 
 
 def test_without_the_bundled_catalogue_there_are_no_internal_tools() -> None:

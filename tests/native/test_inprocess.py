@@ -12,11 +12,12 @@ import pytest
 
 import ongrid_skills
 from ongrid_skills import InvalidArgs, Status
-from ongrid_skills.builtins.base import BuiltinContext, BuiltinFailure, signature_schema
-from ongrid_skills.execution import Event, Execution
-from ongrid_skills.inprocess import run_builtin
-from ongrid_skills.registry import Registry
-from ongrid_skills.skill import Skill
+from ongrid_skills.builtins.base import BuiltinContext, BuiltinFailure
+from ongrid_skills.execution.inprocess import run_builtin
+from ongrid_skills.execution.records import Event, Execution
+from ongrid_skills.skills.model import Skill
+from ongrid_skills.skills.registry import Registry
+from ongrid_skills.skills.schemas import signature_schema
 from tests.native import run
 
 

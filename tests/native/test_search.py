@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ongrid_skills.search import SearchIndex, tokens
-from ongrid_skills.skill import Skill
+from ongrid_skills.skills.model import Skill
+from ongrid_skills.skills.search import SearchIndex, tokens
 
 
 def skill(name: str, description: str = "", when_to_use: str | None = None) -> Skill:

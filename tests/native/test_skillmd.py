@@ -13,11 +13,11 @@ import pytest
 import ongrid_skills
 from ongrid_skills import ApprovalRequired, InvalidArgs, Settings, SkillClass, Status
 from ongrid_skills.builtins import prom
-from ongrid_skills.builtins.base import signature_schema
 from ongrid_skills.builtins.files import disk_usage
 from ongrid_skills.errors import InvalidRequest
-from ongrid_skills.execution import Event
-from ongrid_skills.registry import Registry
+from ongrid_skills.execution.records import Event
+from ongrid_skills.skills.registry import Registry
+from ongrid_skills.skills.schemas import signature_schema
 from ongrid_skills.toolspec import offered
 from tests.native import executable_dir, load, run, write_exec, write_skill_md
 from tests.support import write_skill

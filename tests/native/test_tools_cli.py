@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from ongrid_skills.registry import Registry
+from ongrid_skills.skills.registry import Registry
 from ongrid_skills.toolspec import export_all, offered
 from tests.native import load, write_exec, write_persona, write_skill_md
 from tests.server_support import make_settings, running_app

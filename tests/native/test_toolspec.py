@@ -11,7 +11,7 @@ import pytest
 
 import ongrid_skills
 from ongrid_skills import Status
-from ongrid_skills.registry import Registry
+from ongrid_skills.skills.registry import Registry
 from ongrid_skills.toolspec import (
     DEFAULT_DEFERRAL_THRESHOLD,
     FORMATS,

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from ongrid_skills import toolspec
-from ongrid_skills.policy import SkillClass
-from ongrid_skills.skill import Skill
+from ongrid_skills.skills.model import Skill
+from ongrid_skills.types import SkillClass
 
 OUT = {"type": "object", "properties": {"ok": {"type": "boolean"}}}
 

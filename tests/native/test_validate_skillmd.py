@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ongrid_skills.validate import validate_paths
+from ongrid_skills.skills.lint import validate_paths
 
 
 def write(root: Path, folder: str, text: str) -> Path:

@@ -17,8 +17,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ongrid_skills.execution import Event
-from ongrid_skills.runner import RunOutcome, SpawnSpec, SubprocessRunner
+from ongrid_skills.execution.records import Event
+from ongrid_skills.execution.runner import RunOutcome, SpawnSpec, SubprocessRunner
 
 #: An interpreter usable from a shebang without any environment (the child gets none).
 PYTHON = os.path.realpath(sys.executable)

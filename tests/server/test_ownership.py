@@ -6,10 +6,10 @@ import asyncio
 import time
 from pathlib import Path
 
-from ongrid_skills.execution import Status
-from ongrid_skills.local import local_manager
-from ongrid_skills.policy import Role
-from ongrid_skills.principal import Principal
+from ongrid_skills.execution.records import Status
+from ongrid_skills.governance.principal import Principal
+from ongrid_skills.runtime import open_manager
+from ongrid_skills.types import Role
 from tests.server_support import make_settings
 from tests.support import MakeSkill
 
@@ -25,9 +25,9 @@ def test_a_second_manager_on_the_same_data_dir_leaves_running_calls_alone(
     who = Principal("olga", Role.OPERATOR)
 
     async def scenario() -> tuple[bool, bool, Status, Status]:
-        async with local_manager(settings, lambda _l: None) as first:
+        async with open_manager(settings, loader_sink=lambda _l: None) as first:
             execution = await first.submit("slow", {}, principal=who, wait=False)
-            async with local_manager(settings, lambda _l: None) as second:
+            async with open_manager(settings, loader_sink=lambda _l: None) as second:
                 seen_by_second = second.get(execution.id).status
                 second_owns = second.owns_data_dir
             gate.touch()
@@ -51,7 +51,7 @@ def test_the_data_dir_is_free_again_once_its_manager_closed(
     async def twice() -> list[bool]:
         owned = []
         for _ in range(2):
-            async with local_manager(settings, lambda _l: None) as manager:
+            async with open_manager(settings, loader_sink=lambda _l: None) as manager:
                 owned.append(manager.owns_data_dir)
         return owned
 

@@ -20,11 +20,11 @@ from typing import Any, TypeVar
 import httpx
 from fastapi.testclient import TestClient
 
-from ongrid_skills.api import create_app
-from ongrid_skills.policy import Role
+from ongrid_skills.doors.asgi import create_app
 from ongrid_skills.settings import Settings
 from ongrid_skills.store import open_store
 from ongrid_skills.store.approvals import Signature
+from ongrid_skills.types import Role
 from tests.server_support import ServeProcess, make_settings, running_app, start_serve, stop
 from tests.support import MakeSkill
 

@@ -14,10 +14,10 @@ from alembic.migration import MigrationContext
 from sqlalchemy import text
 
 from ongrid_skills.errors import Conflict, InvalidRequest
-from ongrid_skills.policy import Role
 from ongrid_skills.store import open_store
 from ongrid_skills.store.models import Base
 from ongrid_skills.store.tokens import hash_token
+from ongrid_skills.types import Role
 from tests.server_support import make_settings, running_app
 from tests.support import MakeSkill
 

@@ -6,8 +6,8 @@
 - :mod:`.runs`: storage of runs, transcripts and event timelines.
 """
 
-from .loop import AgentRun, AgentService, system_prompt
-from .providers import (
+from ongrid_skills.agent.loop import AgentRun, AgentService, system_prompt
+from ongrid_skills.agent.providers import (
     AnthropicProvider,
     OpenAIProvider,
     Provider,
@@ -15,8 +15,8 @@ from .providers import (
     ProviderError,
     make_provider,
 )
-from .runs import RunRecord, RunStatus, RunStore
-from .transcript import Message, ToolCall, Turn
+from ongrid_skills.agent.runs import RunRecord, RunStatus, RunStore
+from ongrid_skills.agent.transcript import Message, ToolCall, Turn
 
 __all__ = [
     "AgentRun",

@@ -22,19 +22,25 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..errors import InvalidRequest, NotFound, SkillError
-from ..events import EventHub, Timeline
-from ..execution import ErrorInfo, Event, Execution, Status
-from ..manager import Manager
-from ..persona import DEFAULT_PERSONA, Persona
-from ..policy import ROLE_ALLOWS, Role
-from ..principal import Principal
-from ..service import gate
-from ..skill import Skill
-from ..toolspec import SEARCH_TOOL, Toolbag, export_all, instructions
-from .providers import Provider, ProviderConfig, ProviderError, TextSink, make_provider
-from .runs import RunRecord, RunStatus, RunStore
-from .transcript import Message, ToolCall, Turn, error_envelope
+from ongrid_skills.agent.providers import (
+    Provider,
+    ProviderConfig,
+    ProviderError,
+    TextSink,
+    make_provider,
+)
+from ongrid_skills.agent.runs import RunRecord, RunStatus, RunStore
+from ongrid_skills.agent.transcript import Message, ToolCall, Turn, error_envelope
+from ongrid_skills.errors import InvalidRequest, NotFound, SkillError
+from ongrid_skills.execution.records import ErrorInfo, Event, Execution, Status
+from ongrid_skills.execution.timeline import EventHub, Timeline
+from ongrid_skills.governance.gate import one_confirmation_suffices, role_permits
+from ongrid_skills.governance.principal import Principal
+from ongrid_skills.manager import Manager
+from ongrid_skills.skills.model import Skill
+from ongrid_skills.skills.persona import DEFAULT_PERSONA, Persona
+from ongrid_skills.toolspec import SEARCH_TOOL, Toolbag, export_all, instructions
+from ongrid_skills.types import Role
 
 LOG = logging.getLogger("ongrid_skills.agent")
 FLUSH_SECONDS = 0.5
@@ -405,7 +411,6 @@ class AgentRun:
     async def _loop(self, persona: Persona) -> None:
         provider = self.provider
         assert provider is not None
-        role_allows = ROLE_ALLOWS[self.agent.role]
         while True:
             if self.record.turns >= persona.max_turns:
                 last = next((m for m in reversed(self.messages) if m.role == "assistant"), None)
@@ -418,7 +423,7 @@ class AgentRun:
             self.record.turns += 1
             self.runs.update(self.record)
             bag = self._toolbag(persona)
-            skills = [s for s in bag.tools() if s.skill_class in role_allows]
+            skills = [s for s in bag.tools() if role_permits(self.agent.role, s.skill_class)]
             offered = {s.name: s for s in skills}
             notes = instructions(bag.registry, persona, bag.message)
             system = system_prompt(persona, notes, bag.deferred)
@@ -468,7 +473,11 @@ class AgentRun:
             return
         async with self._slots:
             principal, confirm = self.agent, False
-            if self.confirm is not None and self._needs_one_confirmation(skill, persona):
+            if (
+                self.confirm is not None
+                and self.human is not None
+                and one_confirmation_suffices(skill, persona, self.human, args)
+            ):
                 async with self._confirm_lock:
                     yes = await self.confirm(skill, args)
                 if not yes:
@@ -493,14 +502,6 @@ class AgentRun:
                 self._result(call, base, started, envelope, error["code"], None)
                 return
         await self._settle(call, base, started, execution)
-
-    def _needs_one_confirmation(self, skill: Skill, persona: Persona) -> bool:
-        """A call one human at the terminal may confirm inline (mutating, or confirmation:
-        required); dangerous calls always go to the approval inbox."""
-        if self.human is None or not self.human.human:
-            return False
-        decision = gate(skill, persona, role=self.human.role)
-        return decision.action == "approve" and decision.signatures_required == 1
 
     def _forwarder(self, base: dict[str, Any]) -> Callable[[Event], None]:
         def forward(event: Event) -> None:

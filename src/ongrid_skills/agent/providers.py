@@ -16,9 +16,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from ..errors import SkillError
-from ..settings import Settings
-from .transcript import Message, ToolCall, Turn, to_anthropic, to_openai
+from ongrid_skills.agent.transcript import Message, ToolCall, Turn, to_anthropic, to_openai
+from ongrid_skills.errors import SkillError
+from ongrid_skills.settings import Settings
 
 if TYPE_CHECKING:
     from anthropic import AsyncAnthropic

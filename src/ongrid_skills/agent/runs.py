@@ -15,9 +15,9 @@ from typing import Any, cast
 
 from sqlalchemy import Table, and_, func, select
 
-from ..execution import ErrorInfo, Event, iso, new_id
-from ..store import Store
-from ..store.models import AgentEventRow, AgentMessageRow, AgentRunRow
+from ongrid_skills.execution.records import ErrorInfo, Event, iso, new_id
+from ongrid_skills.store import Store
+from ongrid_skills.store.models import AgentEventRow, AgentMessageRow, AgentRunRow
 
 _RUNS = cast(Table, AgentRunRow.__table__)
 _MESSAGES = cast(Table, AgentMessageRow.__table__)

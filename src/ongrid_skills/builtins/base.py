@@ -20,18 +20,27 @@ fails with ``error.code = "builtin_failed"`` and the message; any other exceptio
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, get_type_hints
+from typing import Any, Protocol
 
-from pydantic import ConfigDict, create_model
-
-if TYPE_CHECKING:
-    from ..persona import Persona
-    from ..registry import Registry
+from ongrid_skills.skills.model import Skill
+from ongrid_skills.skills.persona import Persona
+from ongrid_skills.skills.search import SearchIndex
 
 Emit = Callable[[str, dict[str, Any]], None]
+
+
+class Catalogue(Protocol):
+    """What the catalogue tools read: the skills of one registry snapshot and its search index.
+
+    A protocol, not the Registry class, so that built-ins never import the registry that loads
+    them (the registry resolves built-ins by name, see :mod:`ongrid_skills.skills.impls`)."""
+
+    @property
+    def skills(self) -> Mapping[str, Skill]: ...
+
+    def search_index(self) -> SearchIndex: ...
 
 
 class BuiltinFailure(Exception):
@@ -42,12 +51,14 @@ class BuiltinFailure(Exception):
 class BuiltinContext:
     """``config``: the manager's config keys (``prometheus.url`` …); ``emit(kind, data)``:
     timeline events (``"stderr", {"line": ...}`` or ``"progress", {"progress", "total",
-    "message"}``); ``registry``: the registry the call runs against (for catalogue tools)."""
+    "message"}``); ``registry``: the catalogue the call runs against (for catalogue tools);
+    ``permits(skill)``: whether the caller may be offered that skill (the gate's answer)."""
 
     config: Mapping[str, str] = field(default_factory=dict)
     emit: Emit = field(default=lambda _kind, _data: None)
-    registry: Registry | None = None
+    registry: Catalogue | None = None
     persona: Persona | None = None  # the persona the call runs as, if any
+    permits: Callable[[Skill], bool] = field(default=lambda _skill: True)
 
     def log(self, line: str) -> None:
         self.emit("stderr", {"line": line})
@@ -59,37 +70,3 @@ class BuiltinContext:
         if message:
             data["message"] = message
         self.emit("progress", data)
-
-
-Builtin = Callable[..., Any]
-
-
-def signature_schema(fn: Builtin) -> dict[str, Any]:
-    """The JSON schema (Draft 2020-12, type object) of ``fn``'s parameters after ``ctx``."""
-    hints = get_type_hints(fn, include_extras=True)
-    fields: dict[str, Any] = {}
-    params = list(inspect.signature(fn).parameters.values())[1:]
-    for param in params:
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            continue
-        annotation = hints.get(param.name, Any)
-        default = ... if param.default is inspect.Parameter.empty else param.default
-        fields[param.name] = (annotation, default)
-    model = create_model(f"{fn.__name__}_args", __config__=ConfigDict(extra="forbid"), **fields)
-    schema: dict[str, Any] = model.model_json_schema()
-    return _clean(schema)
-
-
-def _clean(node: dict[str, Any]) -> dict[str, Any]:
-    """Drop pydantic's ``title`` keys (noise for a model); keep everything else."""
-    out: dict[str, Any] = {}
-    for key, value in node.items():
-        if key == "title" and isinstance(value, str):
-            continue
-        if isinstance(value, dict):
-            out[key] = _clean(value)
-        elif isinstance(value, list):
-            out[key] = [_clean(v) if isinstance(v, dict) else v for v in value]
-        else:
-            out[key] = value
-    return out

@@ -6,9 +6,10 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from ..skill import Skill
-from ..skillmd import read_body
-from .base import BuiltinContext, BuiltinFailure
+from ongrid_skills.builtins.base import BuiltinContext, BuiltinFailure
+from ongrid_skills.skills.model import Skill
+from ongrid_skills.skills.registry import CATALOGUE_TOOLS
+from ongrid_skills.skills.skill_md import read_body
 
 __all__ = ["read_skill", "search_skills"]
 
@@ -54,12 +55,9 @@ def search_skills(
     registry = ctx.registry
     if registry is None:
         raise BuiltinFailure("no registry to search")
-    persona = ctx.persona
 
     def keep(skill: Skill) -> bool:
-        if not skill.available or skill.name in INTERNAL:
-            return False
-        return persona is None or registry.permits(persona, skill)
+        return skill.available and skill.name not in CATALOGUE_TOOLS and ctx.permits(skill)
 
     hits = registry.search_index().search(query, limit, keep)
     return {
@@ -76,6 +74,3 @@ def search_skills(
             for s, score in hits
         ],
     }
-
-
-INTERNAL = ("read_skill", "search_skills")

@@ -20,8 +20,8 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from ..paths import is_within, split_dir_list
-from .base import BuiltinContext, BuiltinFailure
+from ongrid_skills.builtins.base import BuiltinContext, BuiltinFailure
+from ongrid_skills.paths import is_within, split_dir_list
 
 __all__ = ["disk_usage", "tail_file"]
 

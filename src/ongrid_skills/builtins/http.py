@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 import httpx
 from pydantic import Field
 
-from .base import BuiltinContext, BuiltinFailure
+from ongrid_skills.builtins.base import BuiltinContext, BuiltinFailure
 
 __all__ = ["probe_http"]
 

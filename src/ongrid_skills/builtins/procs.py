@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from .base import BuiltinContext, BuiltinFailure
+from ongrid_skills.builtins.base import BuiltinContext, BuiltinFailure
 
 __all__ = ["list_processes"]
 

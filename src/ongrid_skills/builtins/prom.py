@@ -24,8 +24,8 @@ from urllib.parse import urlencode
 import httpx
 from pydantic import Field
 
-from .base import BuiltinContext, BuiltinFailure
-from .http import USER_AGENT, check_url, elapsed_ms
+from ongrid_skills.builtins.base import BuiltinContext, BuiltinFailure
+from ongrid_skills.builtins.http import USER_AGENT, check_url, elapsed_ms
 
 __all__ = ["query_promql"]
 

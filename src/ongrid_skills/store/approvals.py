@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import Connection, Table, select
 
-from ..execution import iso
-from .models import ApprovalRow, SignatureRow
+from ongrid_skills.execution.records import iso
+from ongrid_skills.store.models import ApprovalRow, SignatureRow
 
 if TYPE_CHECKING:
-    from .db import Store
+    from ongrid_skills.store.database import Store
 
 _APPROVALS = cast(Table, ApprovalRow.__table__)
 _SIGNATURES = cast(Table, SignatureRow.__table__)

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import Connection, Table, bindparam, select
 
-from .models import AuditRow, SettingRow
-from .rawsql import dumps
+from ongrid_skills.store.models import AuditRow, SettingRow
+from ongrid_skills.store.rawsql import dumps
 
 if TYPE_CHECKING:
-    from .db import Store
+    from ongrid_skills.store.database import Store
 
 _AUDIT = cast(Table, AuditRow.__table__)
 _SETTINGS = cast(Table, SettingRow.__table__)

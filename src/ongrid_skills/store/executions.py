@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import Connection, Table, and_, func, or_, select
 
-from ..errors import InvalidRequest
-from ..execution import ErrorInfo, Event, Execution, Status
-from .models import EventRow, ExecutionRow
-from .rawsql import dumps
+from ongrid_skills.errors import InvalidRequest
+from ongrid_skills.execution.records import ErrorInfo, Event, Execution, Status
+from ongrid_skills.store.models import EventRow, ExecutionRow
+from ongrid_skills.store.rawsql import dumps
 
 if TYPE_CHECKING:
-    from .db import Store
+    from ongrid_skills.store.database import Store
 
 _EXEC = cast(Table, ExecutionRow.__table__)
 _EVENTS = cast(Table, EventRow.__table__)

@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import Table, func, select
 
-from ..errors import Conflict, InvalidRequest
-from ..execution import iso, new_id
-from ..policy import Role
-from .models import TokenRow
+from ongrid_skills.errors import Conflict, InvalidRequest
+from ongrid_skills.execution.records import iso, new_id
+from ongrid_skills.store.models import TokenRow
+from ongrid_skills.types import Role
 
 if TYPE_CHECKING:
-    from .db import Store
+    from ongrid_skills.store.database import Store
 
 _TOKENS = cast(Table, TokenRow.__table__)
 TOKEN_PREFIX = "ogs_"  # noqa: S105 - a prefix, not a secret

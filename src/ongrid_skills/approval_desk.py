@@ -1,0 +1,340 @@
+"""The approval desk: requests, signatures, rejection, expiry and voiding (SPEC §5).
+
+Rules, all enforced here and nowhere else:
+
+- A signer is a human principal with role operator or admin (admin for dangerous skills).
+- The requester never signs their own request; one principal signs at most once.
+- Any rejection ends the request. A request expires after the approval TTL.
+- A request binds the exact args and the hash of the skill definition at request time; if the
+  skill changed since (reload, pack upgrade, edited entry), the request is void.
+- For dangerous skills a human requester who confirmed explicitly counts as the first signer.
+- When the last signature lands, the call runs server-side with the frozen args.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import TYPE_CHECKING
+
+from sqlalchemy import Connection
+
+from ongrid_skills.errors import Conflict, Forbidden, NotFound, SkillError, UnknownSkill
+from ongrid_skills.execution.records import ErrorInfo, Event, Execution, Status, new_id
+from ongrid_skills.governance.gate import approver_problem, requester_signs_first, signer_problem
+from ongrid_skills.governance.principal import Principal
+from ongrid_skills.skills.model import Skill
+from ongrid_skills.skills.persona import Persona
+from ongrid_skills.store.approvals import Approval, Signature
+from ongrid_skills.types import SkillClass
+
+if TYPE_CHECKING:
+    from ongrid_skills.manager import Manager
+
+
+class ApprovalDesk:
+    def __init__(self, manager: Manager) -> None:
+        self.m = manager
+        self.store = manager.store
+        self._sweeper: asyncio.Task[None] | None = None
+
+    # ---- requests ------------------------------------------------------------------------
+    def request(
+        self,
+        execution: Execution,
+        skill: Skill,
+        persona: Persona | None,
+        principal: Principal,
+        required: int,
+        confirmed: bool,
+        key: str | None,
+        digest: str,
+    ) -> Execution:
+        now = self.m.clock()
+        approval = Approval(
+            id=new_id(),
+            execution_id=execution.id,
+            skill=skill.name,
+            skill_class=skill.skill_class.value,
+            args=execution.args,
+            definition_hash=skill.definition_hash,
+            persona=persona.name if persona else None,
+            requested_by=principal.name,
+            signatures_required=required,
+            status="pending",
+            created_at=now,
+            expires_at=now + self.m.settings.approval_ttl_seconds,
+        )
+        execution.status = Status.PENDING_APPROVAL
+        execution.approval_id = approval.id
+        # The requester's explicit confirmation is the first signature of a dangerous call only
+        # when they could sign it at all: a human with the admin role (SPEC §5).
+        first_signer = requester_signs_first(principal, skill.skill_class, confirmed)
+        with self.store.tx() as conn:
+            self.store.executions.insert(
+                conn,
+                execution,
+                definition_hash=skill.definition_hash,
+                idempotency_key=key,
+                args_hash=digest,
+            )
+            self.store.approvals.insert(conn, approval)
+            self.store.audit.append(
+                conn,
+                principal.name,
+                "approval.requested",
+                approval.id,
+                {
+                    "execution_id": execution.id,
+                    "skill": skill.name,
+                    "class": skill.skill_class.value,
+                    "args": execution.args,
+                    "persona": approval.persona,
+                    "signatures_required": required,
+                    "definition_hash": skill.definition_hash,
+                },
+            )
+            if first_signer:
+                signature = Signature(principal.name, principal.role.value, "approve", now)
+                self.store.approvals.add_signature(conn, approval.id, signature)
+                self.store.audit.append(
+                    conn,
+                    principal.name,
+                    "approval.signed",
+                    approval.id,
+                    {"as": "requester", "execution_id": execution.id},
+                )
+            self.store.executions.add_events(
+                conn,
+                execution.id,
+                [
+                    (
+                        1,
+                        Event(
+                            "approval_pending",
+                            {"approval_id": approval.id, "signatures_required": required},
+                        ),
+                    )
+                ],
+            )
+        self.m.metrics.pending_approvals.inc()
+        return execution
+
+    def get(self, approval_id: str) -> Approval:
+        approval = self.store.approvals.get(approval_id)
+        if approval is None:
+            raise NotFound(f"unknown approval {approval_id!r}")
+        if approval.status == "pending" and approval.expires_at <= self.m.clock():
+            self._close(approval, "expired", "manager", "the request expired")
+            approval = self.store.approvals.get(approval_id) or approval
+        return approval
+
+    # ---- decisions -----------------------------------------------------------------------
+    async def approve(
+        self, approval_id: str, principal: Principal, comment: str | None = None
+    ) -> Approval:
+        approval = self._open(approval_id, principal)
+        problem = approver_problem(
+            principal, SkillClass(approval.skill_class), approval.requested_by
+        )
+        if problem is not None:
+            raise Forbidden(problem)
+        if any(s.principal == principal.name for s in approval.signatures):
+            raise Conflict(f"{principal.name} already signed this request")
+        skill = self._unchanged_skill(approval)
+        now = self.m.clock()
+        signature = Signature(principal.name, principal.role.value, "approve", now, comment)
+        collected = len(approval.approvals) + 1
+        done = collected >= approval.signatures_required
+        with self.store.tx() as conn:
+            self.store.approvals.add_signature(conn, approval.id, signature)
+            self.store.audit.append(
+                conn,
+                principal.name,
+                "approval.signed",
+                approval.id,
+                {
+                    "execution_id": approval.execution_id,
+                    "collected": collected,
+                    "required": approval.signatures_required,
+                    "comment": comment,
+                },
+            )
+            if done:
+                self.store.approvals.set_status(conn, approval.id, "approved", now, None)
+                self.store.audit.append(
+                    conn,
+                    "manager",
+                    "approval.approved",
+                    approval.id,
+                    {"execution_id": approval.execution_id},
+                )
+        if done:
+            self.m.metrics.pending_approvals.dec()
+            self._run(approval, skill)
+        return self.get(approval.id)
+
+    async def reject(
+        self, approval_id: str, principal: Principal, comment: str | None = None
+    ) -> Approval:
+        approval = self._open(approval_id, principal)
+        if any(s.principal == principal.name for s in approval.signatures):
+            raise Conflict(f"{principal.name} already signed this request")
+        now = self.m.clock()
+        with self.store.tx() as conn:
+            self.store.approvals.add_signature(
+                conn,
+                approval.id,
+                Signature(principal.name, principal.role.value, "reject", now, comment),
+            )
+        self._close(
+            approval, "rejected", principal.name, comment or f"rejected by {principal.name}"
+        )
+        return self.get(approval.id)
+
+    def decline(self, approval_id: str, principal: Principal, reason: str) -> Execution:
+        """The requester turns their own pending request down (e.g. "no" in an MCP client's
+        confirmation dialog): it ends ``rejected``, recorded in the audit with the reason."""
+        approval = self.get(approval_id)
+        if approval.requested_by != principal.name:
+            raise Forbidden("only the requester may decline their own request")
+        if approval.status != "pending":
+            raise Conflict(f"approval {approval.id} is {approval.status}, not pending")
+        self._close(approval, "rejected", principal.name, reason)
+        return self.m.get(approval.execution_id)
+
+    def cancel(self, execution: Execution, principal: Principal) -> Execution:
+        assert execution.approval_id is not None
+        approval = self.get(execution.approval_id)
+        if approval.status != "pending":
+            raise Conflict(f"approval {approval.id} is {approval.status}")
+        self._close(approval, "cancelled", principal.name, f"cancelled by {principal.name}")
+        return self.m.get(execution.id)
+
+    def _open(self, approval_id: str, principal: Principal) -> Approval:
+        problem = signer_problem(principal)
+        if problem is not None:
+            raise Forbidden(problem)
+        approval = self.get(approval_id)
+        if approval.status != "pending":
+            raise Conflict(f"approval {approval.id} is {approval.status}, not pending")
+        return approval
+
+    def _unchanged_skill(self, approval: Approval, *, pending: bool = True) -> Skill:
+        """The skill as signed, or void the request (``pending=False``: already approved)."""
+        try:
+            skill = self.m.registry.get(approval.skill)
+        except UnknownSkill:
+            skill = None
+        moved = skill is not None and skill.target is not None and skill.target.changed_on_disk()
+        if skill is None or moved or skill.definition_hash != approval.definition_hash:
+            reason = "the skill changed since the request; the request is void"
+            self._close(approval, "void", "manager", reason, pending=pending)
+            raise Conflict(reason)
+        return skill
+
+    def _close(
+        self, approval: Approval, status: str, actor: str, reason: str, *, pending: bool = True
+    ) -> None:
+        """End a pending request: rejected, expired, void or cancelled (the execution too)."""
+        execution_status = {
+            "rejected": Status.REJECTED,
+            "expired": Status.EXPIRED,
+            "void": Status.REJECTED,
+            "cancelled": Status.CANCELLED,
+        }[status]
+        code = {"void": "skill_changed"}.get(status, status)
+        now = self.m.clock()
+        execution = self.store.executions.get(approval.execution_id)
+        with self.store.tx() as conn:
+            self.store.approvals.set_status(conn, approval.id, status, now, reason)
+            if execution is not None and execution.status is Status.PENDING_APPROVAL:
+                execution.status = execution_status
+                execution.error = ErrorInfo(code, reason)
+                execution.finished_at = now
+                self.store.executions.update(conn, execution)
+                self._event(
+                    conn,
+                    execution.id,
+                    Event("status", {"status": execution_status.value, "reason": reason}),
+                )
+            self.store.audit.append(
+                conn,
+                actor,
+                f"approval.{status}",
+                approval.id,
+                {"execution_id": approval.execution_id, "reason": reason},
+            )
+        if pending:
+            self.m.metrics.pending_approvals.dec()
+        self.m.hub.close(approval.execution_id)
+        if execution is not None:
+            self.m.metrics.finished(approval.skill, execution_status.value, None)
+
+    def _event(self, conn: Connection, execution_id: str, event: Event) -> None:
+        """Record one event of a waiting execution, live for followers and in the store."""
+        timeline = self.m.hub.get(execution_id)
+        if timeline is not None:
+            seq = timeline.append(event)
+            timeline.flushed = len(timeline.events)
+        else:
+            seq = self.store.executions.last_seq(conn, execution_id) + 1
+        self.store.executions.add_events(conn, execution_id, [(seq, event)])
+
+    def _run(self, approval: Approval, skill: Skill) -> None:
+        execution = self.store.executions.get(approval.execution_id)
+        if execution is None or execution.status is not Status.PENDING_APPROVAL:
+            return
+        execution.args = approval.args  # the frozen args, exactly as signed
+        execution.status = Status.RUNNING
+        with self.store.tx() as conn:
+            self.store.executions.update(conn, execution)
+            self.store.audit.append(
+                conn,
+                "manager",
+                "execution.started",
+                execution.id,
+                {"skill": skill.name, "approval_id": approval.id, "args": approval.args},
+            )
+        timeline = self.m.hub.open(execution.id)
+        if not timeline.events:
+            timeline.events.extend(self.store.executions.events(execution.id))
+            timeline.flushed = len(timeline.events)
+        self.m.start(execution, skill)
+
+    # ---- time ----------------------------------------------------------------------------
+    def expire_due(self) -> int:
+        now = self.m.clock()
+        with self.store.read() as conn:
+            due = [i for i, expires in self.store.approvals.pending_ids(conn) if expires <= now]
+        for approval_id in due:
+            approval = self.store.approvals.get(approval_id)
+            if approval is not None and approval.status == "pending":
+                self._close(approval, "expired", "manager", "the request expired")
+        return len(due)
+
+    async def recover(self) -> None:
+        """After a restart: expire what is due, run what was approved but never started."""
+        self.m.metrics.pending_approvals.set(len(self.store.approvals.with_status("pending")))
+        self.expire_due()
+        for approval in self.store.approvals.with_status("approved"):
+            execution = self.store.executions.get(approval.execution_id)
+            if execution is None or execution.status is not Status.PENDING_APPROVAL:
+                continue
+            try:
+                skill = self._unchanged_skill(approval, pending=False)
+            except SkillError:
+                continue
+            self._run(approval, skill)
+        interval = max(1.0, min(60.0, self.m.settings.approval_ttl_seconds / 4))
+        self._sweeper = asyncio.get_running_loop().create_task(self._sweep(interval))
+
+    async def _sweep(self, interval: float) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            with contextlib.suppress(Exception):
+                self.expire_due()
+
+    def stop(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()

@@ -1,0 +1,1 @@
+"""The ``ongrid-skills`` command line: local commands, ``serve``, ``mcp`` and ``chat``."""

@@ -1,0 +1,370 @@
+"""The ``ongrid-skills`` command: the one place that reads env/files and maps errors to exit codes.
+
+Exit codes: 0 ok, 1 the skill failed, 2 usage or invalid input, 3 denied by policy (or a
+confirmation is missing), 4 pending approval, 124 timed out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import sys
+from typing import Any, NoReturn
+
+import click
+
+from ongrid_skills import toolspec
+from ongrid_skills.doors.cli import chat as cli_agent
+from ongrid_skills.doors.cli import mcp as cli_mcp
+from ongrid_skills.doors.cli import server as cli_server
+from ongrid_skills.errors import (
+    ApprovalRequired,
+    Denied,
+    InvalidArgs,
+    InvalidRequest,
+    NotFound,
+    SkillError,
+)
+from ongrid_skills.execution.pipeline import execute
+from ongrid_skills.execution.records import Event, Execution, Status
+from ongrid_skills.governance.gate import offered
+from ongrid_skills.governance.principal import local_user
+from ongrid_skills.runtime import load_registry
+from ongrid_skills.settings import Settings
+from ongrid_skills.skills import lint as validate
+from ongrid_skills.skills import scaffold
+from ongrid_skills.skills.registry import Registry
+from ongrid_skills.types import SkillClass
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_DENIED, EXIT_PENDING, EXIT_TIMEOUT = 0, 1, 2, 3, 4, 124
+
+#: Error codes → exit codes, for errors raised before anything runs.
+ERROR_EXIT = {
+    "invalid_args": EXIT_USAGE,
+    "invalid_request": EXIT_USAGE,
+    "invalid_config": EXIT_USAGE,
+    "invalid_manifest": EXIT_USAGE,
+    "not_found": EXIT_USAGE,
+    "denied": EXIT_DENIED,
+    "approval_required": EXIT_DENIED,
+}
+#: Final statuses → exit codes.
+STATUS_EXIT = {
+    Status.SUCCEEDED: EXIT_OK,
+    Status.TIMED_OUT: EXIT_TIMEOUT,
+    Status.INVALID_ARGS: EXIT_USAGE,
+    Status.DENIED: EXIT_DENIED,
+    Status.PENDING_APPROVAL: EXIT_PENDING,
+}
+
+AUDIT = logging.getLogger("ongrid_skills.audit")
+
+
+class Context:
+    def __init__(self, config: str | None, skills_dirs: tuple[str, ...], quiet: bool) -> None:
+        self.config = config
+        self.skills_dirs = tuple(os.path.abspath(d) for d in skills_dirs)
+        self.quiet = quiet
+
+    def settings(self) -> Settings:
+        try:
+            return Settings.load(config=self.config)
+        except SkillError as exc:
+            fail(exc)
+
+    def registry(self) -> Registry:
+        settings = self.settings()
+        dirs = (*settings.external_dirs, *self.skills_dirs)
+        return load_registry(external_dirs=dirs, settings=settings, log=self.loader_line)
+
+    def loader_line(self, line: str) -> None:
+        if not self.quiet:
+            click.echo(line, err=True)
+
+
+def fail(exc: SkillError, *, as_json: bool = False) -> NoReturn:
+    if as_json:
+        click.echo(json.dumps({"error": exc.to_dict()}))
+    click.echo(f"ongrid-skills: {exc.message}", err=True)
+    sys.exit(ERROR_EXIT.get(exc.code, EXIT_FAILED))
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--config", type=click.Path(dir_okay=False), help="TOML settings file.")
+@click.option(
+    "-d",
+    "--skills-dir",
+    "skills_dirs",
+    multiple=True,
+    type=click.Path(file_okay=False),
+    help="Extra allow-listed skills root (after ONGRID_SKILLS_EXTERNAL_DIRS). Repeatable.",
+)
+@click.option("-q", "--quiet", is_flag=True, help="Do not print the loader lines.")
+@click.version_option(package_name="ongrid-skills")
+@click.pass_context
+def cli(ctx: click.Context, config: str | None, skills_dirs: tuple[str, ...], quiet: bool) -> None:
+    """Skill manager for LLM agents doing operations work."""
+    ctx.obj = Context(config, skills_dirs, quiet)
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("ongrid_skills.loader").propagate = False
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+
+
+@cli.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print the body of GET /v1/skills.")
+@click.option("--category", help="Only this category.")
+@click.option("--class", "skill_class", type=click.Choice([c.value for c in SkillClass]))
+@click.option("--persona", help="Only what this persona may run.")
+@click.pass_obj
+def list_cmd(
+    obj: Context, as_json: bool, category: str | None, skill_class: str | None, persona: str | None
+) -> None:
+    """List the skills found in the configured dirs."""
+    registry = obj.registry()
+    try:
+        who = registry.persona(persona) if persona else None
+    except SkillError as exc:
+        fail(exc, as_json=as_json)
+    items = registry.list(
+        category=category or None,
+        skill_class=SkillClass(skill_class) if skill_class else None,
+        keep=(lambda s: offered(s, who)) if who else None,
+    )
+    if as_json:
+        body = {"items": [s.summary() for s in items], "total": len(items)}
+        click.echo(json.dumps(body, ensure_ascii=False))
+        return
+    if not items:
+        click.echo("no skills", err=True)
+        return
+    width = max(len(s.name) for s in items)
+    for skill in items:
+        flag = "" if skill.available else f"  [unavailable: {skill.unavailable_reason}]"
+        click.echo(
+            f"{skill.name:<{width}}  {skill.skill_class.value:<9}  {skill.category:<12}  "
+            f"{_one_line(skill.description)}{flag}"
+        )
+
+
+@cli.command()
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="Print the SkillSummary as JSON.")
+@click.pass_obj
+def show(obj: Context, name: str, as_json: bool) -> None:
+    """Show one skill with its schema."""
+    registry = obj.registry()
+    try:
+        skill = registry.get(name)
+    except SkillError as exc:
+        fail(exc, as_json=as_json)
+    summary = skill.summary()
+    if as_json:
+        click.echo(json.dumps(summary, ensure_ascii=False))
+        return
+    for key in ("name", "description", "class", "category", "kind", "source", "timeout_seconds"):
+        click.echo(f"{key + ':':<17}{summary[key]}")
+    if skill.target is not None:
+        click.echo(f"{'entry:':<17}{skill.target.entry}")
+        click.echo(f"{'env_allow:':<17}{', '.join(skill.target.env_allow) or '(none)'}")
+    click.echo(f"{'manifest:':<17}{skill.origin}")
+    if skill.when_to_use:
+        click.echo(f"{'when_to_use:':<17}{skill.when_to_use}")
+    if not skill.available:
+        click.echo(f"{'unavailable:':<17}{skill.unavailable_reason}")
+    if skill.activation:
+        keywords = f" ({', '.join(skill.keywords)})" if skill.keywords else ""
+        click.echo(f"{'activation:':<17}{skill.activation}{keywords}")
+    for key, value in sorted((skill.extra or {}).items(), key=lambda kv: str(kv[0])):
+        if value is not None:
+            shown = json.dumps(value, ensure_ascii=False, default=str)
+            click.echo(f"{str(key) + ':':<16} {shown}")
+    click.echo("schema:")
+    click.echo(json.dumps(skill.schema, indent=2, ensure_ascii=False))
+
+
+@cli.command()
+@click.argument("name")
+@click.argument("args_json", required=False, default=None)
+@click.option("--persona", help="Run as this persona: its permission mode applies.")
+@click.option("--yes", "-y", is_flag=True, help="The human confirmation a mutating skill needs.")
+@click.option(
+    "--i-know-it-is-dangerous",
+    "dangerous",
+    is_flag=True,
+    help="With --yes: run a dangerous skill locally without a second signer (logged).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the whole Execution as JSON.")
+@click.pass_obj
+def run(
+    obj: Context,
+    name: str,
+    args_json: str | None,
+    persona: str | None,
+    yes: bool,
+    dangerous: bool,
+    as_json: bool,
+) -> None:
+    """Run a skill locally. ARGS_JSON is a JSON object; '-' reads it from stdin."""
+    raw = sys.stdin.read() if args_json == "-" else (args_json or "{}")
+    try:
+        args = json.loads(raw) if raw.strip() else {}
+    except json.JSONDecodeError as exc:
+        message = f"ARGS_JSON is not valid JSON: {exc.msg} at line {exc.lineno} col {exc.colno}"
+        fail(InvalidRequest(message), as_json=as_json)
+    registry = obj.registry()
+    if dangerous:
+        AUDIT.warning(
+            "run %s with --i-know-it-is-dangerous by %s (pid %d)",
+            name,
+            local_user(),
+            os.getpid(),
+        )
+    try:
+        execution = asyncio.run(
+            execute(
+                registry,
+                name,
+                args,
+                confirm=yes,
+                persona=persona,
+                on_event=None if as_json else _print_event,
+                allow_dangerous=dangerous,
+                requested_by=f"cli:{local_user()}",
+            )
+        )
+    except ApprovalRequired as exc:
+        hint = _confirmation_hint(registry, name)
+        needed = exc.signatures_required
+        fail(
+            ApprovalRequired(f"{exc.message}: {hint}", signatures_required=needed), as_json=as_json
+        )
+    except (Denied, InvalidArgs, NotFound) as exc:
+        fail(exc, as_json=as_json)
+    _print_execution(execution, as_json)
+    sys.exit(STATUS_EXIT.get(execution.status, EXIT_FAILED))
+
+
+def _confirmation_hint(registry: Registry, name: str) -> str:
+    if registry.get(name).skill_class is SkillClass.DANGEROUS:
+        return "pass --yes --i-know-it-is-dangerous to run it locally, or request it on a server"
+    return "pass --yes to confirm"
+
+
+def _print_event(event: Event) -> None:
+    if event.type == "stderr":
+        click.echo(event.data["line"], err=True)
+    elif event.type == "progress":
+        total = event.data.get("total")
+        amount = (
+            f"{event.data['progress']}/{total}" if total is not None else event.data["progress"]
+        )
+        message = event.data.get("message", "")
+        click.echo(f"[progress {amount}] {message}".rstrip(), err=True)
+    elif event.type == "stderr_truncated":
+        click.echo("[stderr truncated: over 1 MiB, the rest is not shown]", err=True)
+
+
+def _print_execution(execution: Execution, as_json: bool) -> None:
+    if as_json:
+        click.echo(execution.to_json())
+        return
+    if execution.ok and execution.result_text is not None:
+        sys.stdout.write(execution.result_text + "\n")
+        sys.stdout.flush()
+        return
+    error = execution.error
+    detail = f"{error.code}: {error.message}" if error else execution.status.value
+    click.echo(f"ongrid-skills: {execution.skill} {execution.status.value} ({detail})", err=True)
+
+
+@cli.command()
+@click.option("--persona", default="default", show_default=True, help="Whose view.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(list(toolspec.FORMATS)),
+    default="openai",
+    show_default=True,
+)
+@click.option("-m", "--message", help="The user's message (activates keyword skills).")
+@click.pass_obj
+def tools(obj: Context, persona: str, fmt: str, message: str | None) -> None:
+    """Print the tool definitions the LLM would see, as JSON."""
+    registry = obj.registry()
+    try:
+        who = registry.persona(persona)
+    except SkillError as exc:
+        fail(exc)
+    click.echo(
+        json.dumps(
+            toolspec.export_all(toolspec.offered(registry, who, message), fmt),
+            indent=2,
+            ensure_ascii=False,
+        )
+    )
+
+
+@cli.command("validate")
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.pass_obj
+def validate_cmd(obj: Context, paths: tuple[str, ...]) -> None:
+    """Lint skill.json and persona files: path:line:col: error|warning: message."""
+    targets = list(paths)
+    if not targets:
+        settings = obj.settings()
+        targets = [*settings.external_dirs, *settings.persona_dirs, *obj.skills_dirs]
+    if not targets:
+        click.echo("ongrid-skills: nothing to validate (give PATHs or set the dirs)", err=True)
+        sys.exit(EXIT_USAGE)
+    findings = validate.validate_paths(targets)
+    for finding in findings:
+        click.echo(finding.format())
+    errors = sum(1 for f in findings if f.severity == "error")
+    warnings = len(findings) - errors
+    click.echo(f"{errors} error(s), {warnings} warning(s)", err=True)
+    sys.exit(1 if errors else 0)
+
+
+@cli.command()
+@click.argument("name")
+@click.option("--lang", type=click.Choice(["sh", "python"]), default="sh", show_default=True)
+@click.option(
+    "--dir",
+    "parent",
+    type=click.Path(file_okay=False),
+    default=".",
+    show_default=True,
+    help="Where to create the skill folder.",
+)
+def new(name: str, lang: str, parent: str) -> None:
+    """Scaffold a working skill folder: manifest, executable, test args."""
+    try:
+        folder = scaffold.create(name, lang, parent)
+    except SkillError as exc:
+        fail(exc)
+    click.echo(folder)
+    click.echo(
+        f"try: ongrid-skills -d {os.path.dirname(folder)} run {name} - < {folder}/test-args.json",
+        err=True,
+    )
+
+
+def _one_line(text: str, limit: int = 80) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+cli_server.register(cli)
+cli_mcp.register(cli)
+cli_agent.register(cli)
+
+
+def main(argv: list[str] | None = None) -> Any:
+    return cli.main(args=argv, prog_name="ongrid-skills")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

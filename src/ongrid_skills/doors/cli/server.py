@@ -1,0 +1,337 @@
+"""Server-side CLI commands: serve, token, audit (local data dir), approvals and executions
+(against a running server with ``--url``/``--token`` or ``ONGRID_URL``/``ONGRID_TOKEN``)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import click
+
+from ongrid_skills.errors import SkillError
+from ongrid_skills.execution.records import iso
+from ongrid_skills.governance.principal import local_user
+from ongrid_skills.types import Role
+
+if TYPE_CHECKING:
+    from ongrid_skills.store import Store
+
+# The server stack (FastAPI, uvicorn, SQLAlchemy, httpx) is imported by the commands that use
+# it, not at start-up: `ongrid-skills list` and `run` stay fast.
+DEFAULT_URL = "http://127.0.0.1:8731"
+#: Largest request head (request line + headers) the server reads; beyond it uvicorn answers 400.
+#: uvicorn's httptools parser has no such bound (a client could send megabytes of headers), so
+#: serve uses its h11 parser, whose bound is ``h11_max_incomplete_event_size``.
+MAX_REQUEST_HEAD_BYTES = 64 * 1024
+
+
+def _store(ctx: click.Context) -> Store:
+    from ongrid_skills.store import open_store  # noqa: PLC0415 - lazy: see above
+
+    settings = ctx.obj.settings()
+    try:
+        return open_store(settings.data_dir, settings.database_url)
+    except Exception as exc:  # a broken data dir must say so, not trace back
+        raise click.ClickException(f"cannot open the store in {settings.data_dir}: {exc}") from exc
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(serve)
+    cli.add_command(token)
+    cli.add_command(audit)
+    cli.add_command(approvals)
+    cli.add_command(executions)
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option("--port", default=8731, show_default=True, type=int)
+@click.option("--watch", is_flag=True, help="Reload when files under the dirs change.")
+@click.option("--access-log", is_flag=True, help="Log every HTTP request.")
+@click.pass_context
+def serve(ctx: click.Context, host: str, port: int, watch: bool, access_log: bool) -> None:
+    """Serve the REST API (and, later, the web UI and MCP over HTTP)."""
+    import uvicorn  # noqa: PLC0415 - lazy: see above
+
+    from ongrid_skills.doors.asgi import create_app  # noqa: PLC0415
+    from ongrid_skills.doors.rest.auth import bootstrap_admin_token  # noqa: PLC0415
+
+    settings = ctx.obj.settings()
+    store = _store(ctx)
+    first = bootstrap_admin_token(store)
+    click.echo(f"ongrid-skills: serving on http://{host}:{port} (data in {settings.data_dir})")
+    if first:
+        click.echo(f"ongrid-skills: first start, admin token (shown once, keep it): {first}")
+    sys.stdout.flush()
+    app = create_app(settings, store=store, loader_sink=ctx.obj.loader_line, watch=watch)
+    uvicorn.run(
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        access_log=access_log,
+        http="h11",
+        h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES,
+    )
+    store.close()
+
+
+# ---- tokens (local data dir) ----------------------------------------------------------------
+@click.group()
+def token() -> None:
+    """Create, list and revoke API tokens (works on the data dir, server running or not)."""
+
+
+@token.command("create")
+@click.option("--role", type=click.Choice([r.value for r in Role]), required=True)
+@click.option("--name", required=True, help="A unique name: it signs approvals and audits.")
+@click.pass_context
+def token_create(ctx: click.Context, role: str, name: str) -> None:
+    """Print only the new token on stdout."""
+    store = _store(ctx)
+    try:
+        secret, _ = store.tokens.create(name, Role(role), actor=f"cli:{local_user()}")
+    except SkillError as exc:
+        _fail(exc.message)
+    click.echo(secret)
+
+
+@token.command("list")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def token_list(ctx: click.Context, as_json: bool) -> None:
+    rows = [t.to_dict() for t in _store(ctx).tokens.all()]
+    if as_json:
+        click.echo(json.dumps(rows))
+        return
+    for row in rows:
+        state = f"revoked {row['revoked_at']}" if row["revoked_at"] else "active"
+        click.echo(f"{row['id']}  {row['name']:<20} {row['role']:<9} {row['created_at']}  {state}")
+
+
+@token.command("revoke")
+@click.argument("ident")
+@click.pass_context
+def token_revoke(ctx: click.Context, ident: str) -> None:
+    """Revoke a token by id or name."""
+    if not _store(ctx).tokens.revoke(ident, actor=f"cli:{local_user()}"):
+        _fail(f"no active token {ident!r}")
+    click.echo(f"revoked {ident}", err=True)
+
+
+# ---- audit (local data dir) ---------------------------------------------------------------
+@click.group()
+def audit() -> None:
+    """The hash-chained audit log of the data dir."""
+
+
+@audit.command("verify")
+@click.pass_context
+def audit_verify(ctx: click.Context) -> None:
+    """Exit 1 when any entry was edited or deleted."""
+    result = _store(ctx).audit.verify()
+    for problem in result.problems:
+        click.echo(f"audit: {problem}")
+    click.echo(
+        f"audit: {result.entries} entries, {'intact' if result.ok else 'TAMPERED'}", err=True
+    )
+    sys.exit(0 if result.ok else 1)
+
+
+@audit.command("list")
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000))
+@click.option("--action", help="Only this action, e.g. approval.signed.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def audit_list(ctx: click.Context, limit: int, action: str | None, as_json: bool) -> None:
+    entries = _store(ctx).audit.entries(limit=limit, action=action)
+    if as_json:
+        click.echo(json.dumps(entries, ensure_ascii=False))
+        return
+    for e in entries:
+        data = json.dumps(e["data"], ensure_ascii=False)
+        click.echo(
+            f"{e['seq']:>6} {iso(e['ts'])} {e['actor']:<16} {e['action']:<22} "
+            f"{e['subject'] or '-'} {data[:160]}"
+        )
+
+
+# ---- against a server -------------------------------------------------------------------
+def remote_options(func: Any) -> Any:
+    func = click.option("--token", envvar="ONGRID_TOKEN", help="API token (or ONGRID_TOKEN).")(func)
+    return click.option(
+        "--url",
+        envvar="ONGRID_URL",
+        default=DEFAULT_URL,
+        show_default=True,
+        help="Server URL (or ONGRID_URL).",
+    )(func)
+
+
+class Remote:
+    def __init__(self, url: str, token: str | None) -> None:
+        import httpx  # noqa: PLC0415 - lazy: see above
+
+        if not token:
+            _fail("a token is needed: --token or ONGRID_TOKEN")
+        self.httpx = httpx
+        self.client = httpx.Client(
+            base_url=url.rstrip("/"), headers={"Authorization": f"Bearer {token}"}, timeout=60
+        )
+
+    def call(self, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            response = self.client.request(method, path, **kwargs)
+        except self.httpx.HTTPError as exc:
+            _fail(f"cannot reach the server: {exc}")
+        try:
+            body = response.json() if response.content else {}
+        except ValueError:  # not JSON: a proxy's page, uvicorn's plain-text 400…
+            body = {"error": {"message": response.text[:500]}}
+        if response.status_code >= 400:
+            error = body.get("error", {}) if isinstance(body, dict) else {}
+            _fail(
+                f"{error.get('code', response.status_code)}: {error.get('message', body)}",
+                code=_exit_code(response.status_code),
+            )
+        return body
+
+    def stream(self, path: str) -> Iterator[tuple[str, dict[str, Any]]]:
+        try:
+            with self.client.stream("GET", path, timeout=None) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    _fail(
+                        f"{response.status_code}: {response.text[:500]}",
+                        code=_exit_code(response.status_code),
+                    )
+                event = "message"
+                for line in response.iter_lines():
+                    if line.startswith("event:"):
+                        event = line[6:].strip()
+                    elif line.startswith("data:"):
+                        yield event, json.loads(line[5:].strip())
+                    elif not line:
+                        event = "message"
+        except self.httpx.HTTPError as exc:
+            _fail(f"stream broken: {exc}")
+
+
+@click.group()
+def approvals() -> None:
+    """The approval inbox of a server."""
+
+
+@approvals.command("list")
+@click.option("--status", default="pending", show_default=True, help="Or '' for all.")
+@click.option("--json", "as_json", is_flag=True)
+@remote_options
+def approvals_list(status: str, as_json: bool, url: str, token: str | None) -> None:
+    params = {"status": status} if status else {}
+    body = Remote(url, token).call("GET", "/v1/approvals", params=params)
+    if as_json:
+        click.echo(json.dumps(body))
+        return
+    for a in body["items"]:
+        click.echo(
+            f"{a['id']}  {a['status']:<9} {a['skill']:<20} {a['class']:<9} "
+            f"{a['signatures_collected']}/{a['signatures_required']} by {a['requested_by']}  "
+            f"args={json.dumps(a['args'], ensure_ascii=False)}"
+        )
+
+
+@approvals.command("approve")
+@click.argument("approval_id")
+@click.option("--comment")
+@remote_options
+def approvals_approve(approval_id: str, comment: str | None, url: str, token: str | None) -> None:
+    body = Remote(url, token).call(
+        "POST", f"/v1/approvals/{approval_id}/approve", json={"comment": comment}
+    )
+    click.echo(json.dumps(body))
+
+
+@approvals.command("reject")
+@click.argument("approval_id")
+@click.option("--comment")
+@remote_options
+def approvals_reject(approval_id: str, comment: str | None, url: str, token: str | None) -> None:
+    body = Remote(url, token).call(
+        "POST", f"/v1/approvals/{approval_id}/reject", json={"comment": comment}
+    )
+    click.echo(json.dumps(body))
+
+
+@click.group()
+def executions() -> None:
+    """Executions recorded by a server."""
+
+
+@executions.command("list")
+@click.option("--skill")
+@click.option("--status")
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 500))
+@click.option("--json", "as_json", is_flag=True)
+@remote_options
+def executions_list(
+    skill: str | None, status: str | None, limit: int, as_json: bool, url: str, token: str | None
+) -> None:
+    params: dict[str, Any] = {"limit": limit}
+    if skill:
+        params["skill"] = skill
+    if status:
+        params["status"] = status
+    body = Remote(url, token).call("GET", "/v1/executions", params=params)
+    if as_json:
+        click.echo(json.dumps(body))
+        return
+    for e in body["items"]:
+        click.echo(
+            f"{e['id']}  {e['created_at']}  {e['status']:<16} {e['skill']:<20} "
+            f"{e['requested_by'] or '-'}"
+        )
+
+
+@executions.command("show")
+@click.argument("execution_id")
+@remote_options
+def executions_show(execution_id: str, url: str, token: str | None) -> None:
+    click.echo(json.dumps(Remote(url, token).call("GET", f"/v1/executions/{execution_id}")))
+
+
+@executions.command("logs")
+@click.argument("execution_id")
+@click.option("-f", "--follow", is_flag=True, help="Follow live events until the end.")
+@remote_options
+def executions_logs(execution_id: str, follow: bool, url: str, token: str | None) -> None:
+    """Print the timeline (stderr lines, progress, status changes)."""
+    remote = Remote(url, token)
+    query = "" if follow else "?follow=false"
+    for event, data in remote.stream(f"/v1/executions/{execution_id}/events{query}"):
+        if event == "end":
+            click.echo(f"[end] {data.get('status')}", err=True)
+            return
+        if event == "stderr":
+            click.echo(data.get("line", ""))
+        elif event == "progress":
+            click.echo(
+                f"[progress {data.get('progress')}/{data.get('total', '?')}] "
+                f"{data.get('message', '')}"
+            )
+        else:
+            rest = {k: v for k, v in data.items() if k not in ("type", "ts")}
+            click.echo(f"[{event}] {json.dumps(rest, ensure_ascii=False)}")
+
+
+def _exit_code(status: int) -> int:
+    """HTTP status → exit code: 403 denied (3), other 4xx usage or input (2), 5xx failed (1)."""
+    if status == 403:
+        return 3
+    return 2 if status < 500 else 1
+
+
+def _fail(message: str, code: int = 2) -> NoReturn:
+    click.echo(f"ongrid-skills: {message}", err=True)
+    sys.exit(code)

@@ -1,0 +1,1 @@
+"""The MCP door (SPEC §10): tools/list and tools/call over stdio and streamable HTTP."""

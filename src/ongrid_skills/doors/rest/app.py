@@ -1,0 +1,46 @@
+"""The REST door's FastAPI application: error mapping, the token gate, the body limit, routes.
+
+:func:`build_rest_app` assembles the door around a lifespan it is given; it opens no store and
+loads no registry itself (the served application in :mod:`ongrid_skills.doors.asgi` does, through
+the runtime). It must never import another door.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from importlib.metadata import PackageNotFoundError, version
+
+from fastapi import FastAPI
+
+from ongrid_skills.doors.rest import errors
+from ongrid_skills.doors.rest.agent_routes import router as agent_router
+from ongrid_skills.doors.rest.auth import AuthGate
+from ongrid_skills.doors.rest.routes import router
+
+Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
+
+
+def build_rest_app(lifespan: Lifespan) -> FastAPI:
+    """The FastAPI app of ``/v1``: the lifespan must set ``app.state.manager`` and
+    ``app.state.auth`` (an :class:`~ongrid_skills.doors.rest.auth.Authenticator`)."""
+    app = FastAPI(
+        title="ongrid-skills",
+        version=_version(),
+        lifespan=lifespan,
+        docs_url="/docs",
+        redoc_url=None,
+    )
+    errors.install(app)
+    app.add_middleware(AuthGate)
+    app.add_middleware(errors.BodyLimit)
+    app.include_router(router)
+    app.include_router(agent_router)
+    return app
+
+
+def _version() -> str:
+    try:
+        return version("ongrid-skills")
+    except PackageNotFoundError:  # pragma: no cover
+        return "0"

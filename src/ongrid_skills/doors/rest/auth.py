@@ -1,0 +1,99 @@
+"""Bearer-token authentication: token → Principal, with a short cache of positive lookups."""
+
+from __future__ import annotations
+
+import time
+
+from fastapi import Request
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from ongrid_skills.doors.rest.errors import error_response
+from ongrid_skills.errors import Unauthorized
+from ongrid_skills.governance.principal import Principal
+from ongrid_skills.store import Store
+from ongrid_skills.store.tokens import TokenInfo
+from ongrid_skills.types import Role
+
+CACHE_SECONDS = 2.0
+
+
+class Authenticator:
+    """Looks tokens up by hash. A revoked token stops working within ``CACHE_SECONDS``."""
+
+    def __init__(self, store: Store, cache_seconds: float = CACHE_SECONDS) -> None:
+        self.store = store
+        self.cache_seconds = cache_seconds
+        self._cache: dict[str, tuple[float, TokenInfo]] = {}
+
+    def principal(self, authorization: str | None) -> Principal:
+        if not authorization:
+            raise Unauthorized("missing Authorization: Bearer <token>")
+        scheme, _, token = authorization.partition(" ")
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token or len(token) > 512:
+            raise Unauthorized("expected Authorization: Bearer <token>")
+        now = time.monotonic()
+        cached = self._cache.get(token)
+        if cached is not None and now - cached[0] < self.cache_seconds:
+            info = cached[1]
+        else:
+            found = self.store.tokens.lookup(token)
+            if found is None:
+                self._cache.pop(token, None)
+                raise Unauthorized("invalid or revoked token")
+            info = found
+            if len(self._cache) > 10_000:
+                self._cache.clear()
+            self._cache[token] = (now, info)
+        return Principal(info.name, info.role)
+
+    def forget(self) -> None:
+        self._cache.clear()
+
+
+def bootstrap_admin_token(store: Store) -> str | None:
+    """On first start (no active token), create an admin token and return it, once."""
+    if store.tokens.count_active():
+        return None
+    token, _ = store.tokens.create("admin", Role.ADMIN, actor="manager")
+    return token
+
+
+#: Paths served without a token: liveness only (the web UI adds its login page and assets).
+PUBLIC_PATHS = frozenset({"/v1/health"})
+
+
+class AuthGate:
+    """Refuse unauthenticated requests before anything else runs (body parsing included), so a
+    caller without a valid token always gets 401, whatever it sends."""
+
+    def __init__(self, app: ASGIApp, public: frozenset[str] = PUBLIC_PATHS) -> None:
+        self.app = app
+        self.public = public
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in self.public:
+            await self.app(scope, receive, send)
+            return
+        header = None
+        for name, value in scope.get("headers", ()):
+            if name == b"authorization":
+                header = value.decode("latin-1")
+                break
+        try:
+            principal = scope["app"].state.auth.principal(header)
+        except Unauthorized as exc:
+            response = error_response(exc.code, exc.message)
+            await response(scope, receive, send)
+            return
+        scope.setdefault("state", {})["principal"] = principal
+        await self.app(scope, receive, send)
+
+
+async def request_principal(request: Request) -> Principal:
+    """Async on purpose: FastAPI runs sync dependencies in a worker thread (a costly hop)."""
+    principal: Principal | None = getattr(request.state, "principal", None)
+    if principal is None:  # the gate did not run (an app assembled without it)
+        auth: Authenticator = request.app.state.auth
+        principal = auth.principal(request.headers.get("authorization"))
+    return principal

@@ -1,0 +1,153 @@
+"""Errors → HTTP, in one place: ``{"error": {"code", "message", "details"}}`` with its status."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ongrid_skills.errors import SkillError
+
+LOG = logging.getLogger("ongrid_skills.doors.rest")
+MAX_BODY_BYTES = 1024 * 1024
+
+STATUS_BY_CODE = {
+    "invalid_args": 400,
+    "invalid_request": 400,
+    "invalid_manifest": 400,
+    "unauthorized": 401,
+    "forbidden": 403,
+    "denied": 403,
+    "not_found": 404,
+    "method_not_allowed": 405,
+    "conflict": 409,
+    "too_large": 413,
+    "busy": 429,
+    "invalid_config": 500,
+    "internal_error": 500,
+}
+CODE_BY_STATUS = {status: code for code, status in STATUS_BY_CODE.items() if status != 500}
+CODE_BY_STATUS.update({400: "invalid_request", 403: "forbidden", 500: "internal_error"})
+
+
+def error_body(code: str, message: str, details: list[Any] | None = None) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, "details": details or []}}
+
+
+def error_response(code: str, message: str, details: list[Any] | None = None) -> JSONResponse:
+    headers = {"WWW-Authenticate": "Bearer"} if code == "unauthorized" else None
+    return JSONResponse(
+        error_body(code, message, details),
+        status_code=STATUS_BY_CODE.get(code, 400),
+        headers=headers,
+    )
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(SkillError)
+    async def skill_error(_request: Request, exc: SkillError) -> JSONResponse:
+        body = exc.to_dict()
+        return error_response(exc.code, exc.message, body.get("details"))
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        details = [
+            {
+                "pointer": "/" + "/".join(str(p) for p in err.get("loc", ())[1:]),
+                "message": err.get("msg", "invalid"),
+            }
+            for err in exc.errors()
+        ]
+        summary = "; ".join(f"{d['pointer']}: {d['message']}" for d in details[:5])
+        places = {str(err.get("loc", ("body",))[0]) for err in exc.errors()}
+        where = "body" if places == {"body"} else "/".join(sorted(places))  # query, header…
+        return error_response("invalid_request", f"invalid request {where}: {summary}", details)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = CODE_BY_STATUS.get(exc.status_code, "invalid_request")
+        response = error_response(code, str(exc.detail))
+        response.status_code = exc.status_code
+        return response
+
+    @app.exception_handler(Exception)
+    async def internal(_request: Request, exc: Exception) -> JSONResponse:
+        LOG.exception("unhandled error", exc_info=exc)
+        return error_response("internal_error", "internal error; see the manager's log")
+
+
+class BodyLimit:
+    """Refuse request bodies over the limit with 413, by header or by counting the stream."""
+
+    def __init__(self, app: ASGIApp, limit: int = MAX_BODY_BYTES) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope.get("headers", ()):
+            if name == b"content-length":
+                # Only ASCII digits: int() would also take "-1", " 5", "+5" and "1_000".
+                if not value.isdigit() or len(value) > 19:
+                    await _reply(send, 400, "invalid_request", "bad Content-Length")
+                    return
+                if int(value) > self.limit:
+                    await _reply(send, 413, "too_large", f"request body over {self.limit} bytes")
+                    return
+        seen = 0
+        started = False
+
+        async def counting_receive() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit:
+                    raise _TooLarge(self.limit)
+            return message
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, counting_receive, tracking_send)
+        except _TooLarge:
+            if not started:
+                await _reply(send, 413, "too_large", f"request body over {self.limit} bytes")
+
+
+class _TooLarge(StarletteHTTPException):
+    """Raised from ``receive`` when a body without Content-Length grows over the limit.
+
+    An HTTPException, so that FastAPI's body reader re-raises it as is (any other exception
+    there becomes a 400 "error parsing the body") and the handler answers 413 ``too_large``.
+    """
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"request body over {limit} bytes")
+
+
+async def _reply(send: Send, status: int, code: str, message: str) -> None:
+    body = json.dumps(error_body(code, message)).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,283 @@
+"""The REST routes of SPEC §9 (skills, executions, approvals, personas, audit, admin)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
+from fastapi.responses import JSONResponse
+from sse_starlette.sse import EventSourceResponse
+
+from ongrid_skills import toolspec
+from ongrid_skills.doors.rest.auth import request_principal
+from ongrid_skills.doors.rest.bodies import DecisionBody, ExecuteBody
+from ongrid_skills.errors import InvalidRequest
+from ongrid_skills.execution.records import Event, Execution, Status
+from ongrid_skills.governance.gate import offered, require_role
+from ongrid_skills.governance.principal import Principal
+from ongrid_skills.manager import Manager
+from ongrid_skills.types import Role, SkillClass
+
+router = APIRouter()
+Caller = Annotated[Principal, Depends(request_principal)]
+
+
+async def manager_of(request: Request) -> Manager:
+    manager: Manager = request.app.state.manager
+    return manager
+
+
+Mgr = Annotated[Manager, Depends(manager_of)]
+
+
+# ---- health -------------------------------------------------------------------------------
+@router.get("/v1/health")
+async def health(manager: Mgr) -> dict[str, Any]:
+    registry = manager.registry
+    return {
+        "status": "ok",
+        "skills": len(registry),
+        "personas": len(registry.personas),
+        "running": manager.running,
+        "queued": manager.waiting,
+        "loader_errors": len(registry.report.errors),
+    }
+
+
+# ---- skills -------------------------------------------------------------------------------
+@router.get("/v1/skills")
+async def list_skills(
+    manager: Mgr,
+    _caller: Caller,
+    category: str | None = None,
+    skill_class: Annotated[str | None, Query(alias="class")] = None,
+    q: Annotated[str | None, Query(max_length=200)] = None,
+    persona: str | None = None,
+) -> Response:
+    registry = manager.registry
+    try:
+        wanted = SkillClass(skill_class) if skill_class else None
+    except ValueError:
+        raise InvalidRequest("class must be safe, mutating or dangerous") from None
+    who = registry.persona(persona) if persona else None
+    items = registry.list(
+        category=category or None,
+        skill_class=wanted,
+        query=q,
+        keep=(lambda s: offered(s, who)) if who else None,
+    )
+    fragments = ", ".join(registry.summary_json(s) for s in items)
+    text = f'{{"items": [{fragments}], "total": {len(items)}}}'
+    return Response(text, media_type="application/json")
+
+
+@router.get("/v1/skills/{name}")
+async def get_skill(name: str, manager: Mgr, _caller: Caller) -> Response:
+    """The SkillSummary, plus ``extra``: unknown SKILL.md keys kept for humans (or null)."""
+    skill = manager.registry.get(name)
+    body = {**skill.summary(), "extra": skill.extra}
+    return Response(
+        json.dumps(body, ensure_ascii=False, default=str), media_type="application/json"
+    )
+
+
+@router.post("/v1/skills/{name}/execute", responses={202: {"description": "pending or running"}})
+async def execute_skill(
+    name: str,
+    body: ExecuteBody,
+    manager: Mgr,
+    caller: Caller,
+    idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
+) -> Response:
+    execution = await manager.submit(
+        name,
+        body.call_args,
+        principal=caller,
+        persona=body.persona,
+        confirm=body.confirm,
+        wait=body.wait,
+        idempotency_key=idempotency_key,
+    )
+    return execution_response(execution)
+
+
+def execution_response(execution: Execution, always_ok: bool = False) -> Response:
+    """The Execution as JSON with its result verbatim; 202 while it is not final (execute)."""
+    status = 200 if always_ok or execution.status.final else 202
+    return Response(execution.to_json(), status_code=status, media_type="application/json")
+
+
+# ---- executions ---------------------------------------------------------------------------
+@router.get("/v1/executions")
+async def list_executions(
+    manager: Mgr,
+    _caller: Caller,
+    skill: str | None = None,
+    status: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    cursor: Annotated[str | None, Query(max_length=300)] = None,
+) -> Response:
+    if status is not None and status not in {s.value for s in Status}:
+        raise InvalidRequest(f"unknown status {status!r}")
+    items, next_cursor = manager.store.executions.page(
+        skill=skill, status=status, limit=limit, cursor=cursor
+    )
+    # Results are spliced in verbatim (Execution.to_json): never re-serialised, so a deep or
+    # big result can neither break nor slow this listing.
+    cursor_json = json.dumps(next_cursor)
+    text = (
+        '{"items": [' + ", ".join(e.to_json() for e in items) + f'], "next_cursor": {cursor_json}}}'
+    )
+    return Response(text, media_type="application/json")
+
+
+@router.get("/v1/executions/{execution_id}")
+async def get_execution(execution_id: str, manager: Mgr, _caller: Caller) -> Response:
+    return execution_response(manager.get(execution_id), always_ok=True)
+
+
+@router.get("/v1/executions/{execution_id}/events")
+async def execution_events(
+    execution_id: str, manager: Mgr, _caller: Caller, follow: bool = True
+) -> EventSourceResponse:
+    """The timeline so far, then (``follow``, the default) live events until the end."""
+    execution = manager.get(execution_id)
+    return EventSourceResponse(_stream(manager, execution, follow))
+
+
+async def _stream(
+    manager: Manager, execution: Execution, follow: bool = True
+) -> AsyncIterator[dict[str, Any]]:
+    timeline = manager.hub.get(execution.id)
+    if timeline is None:
+        current = manager.get(execution.id)
+        if current.status.final or not follow:
+            for seq, event in manager.store.executions.events(execution.id):
+                yield sse_message(seq, event)
+            yield {"event": "end", "data": current.to_json()}
+            return
+        timeline = manager.hub.open(execution.id)
+        if not timeline.events:
+            timeline.events.extend(manager.store.executions.events(execution.id))
+            timeline.flushed = len(timeline.events)
+    if not follow:  # what happened so far, then the execution as it is now
+        for seq, event in list(timeline.events):
+            yield sse_message(seq, event)
+        yield {"event": "end", "data": manager.get(execution.id).to_json()}
+        return
+    async for seq, event in timeline.follow():
+        yield sse_message(seq, event)
+    yield {"event": "end", "data": manager.get(execution.id).to_json()}
+
+
+def sse_message(seq: int, event: Event) -> dict[str, Any]:
+    """One numbered timeline event as a Server-Sent Event (executions and agent runs alike)."""
+    return {"event": event.type, "id": str(seq), "data": json.dumps(event.to_dict())}
+
+
+@router.post("/v1/executions/{execution_id}/cancel")
+async def cancel_execution(execution_id: str, manager: Mgr, caller: Caller) -> Response:
+    return execution_response(await manager.cancel(execution_id, caller), always_ok=True)
+
+
+# ---- approvals ----------------------------------------------------------------------------
+@router.get("/v1/approvals")
+async def list_approvals(
+    manager: Mgr,
+    _caller: Caller,
+    status: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+) -> dict[str, Any]:
+    manager.desk.expire_due()
+    items = manager.store.approvals.query(status=status, limit=limit)
+    return {"items": [a.to_dict() for a in items], "total": len(items)}
+
+
+@router.get("/v1/approvals/{approval_id}")
+async def get_approval(approval_id: str, manager: Mgr, _caller: Caller) -> dict[str, Any]:
+    return manager.desk.get(approval_id).to_dict()
+
+
+@router.post("/v1/approvals/{approval_id}/approve")
+async def approve(
+    approval_id: str, manager: Mgr, caller: Caller, body: DecisionBody | None = None
+) -> dict[str, Any]:
+    comment = body.comment if body else None
+    return (await manager.desk.approve(approval_id, caller, comment)).to_dict()
+
+
+@router.post("/v1/approvals/{approval_id}/reject")
+async def reject(
+    approval_id: str, manager: Mgr, caller: Caller, body: DecisionBody | None = None
+) -> dict[str, Any]:
+    comment = body.comment if body else None
+    return (await manager.desk.reject(approval_id, caller, comment)).to_dict()
+
+
+# ---- personas -----------------------------------------------------------------------------
+@router.get("/v1/personas")
+async def list_personas(manager: Mgr, _caller: Caller) -> dict[str, Any]:
+    personas = sorted(manager.registry.personas.values(), key=lambda p: p.name)
+    return {"items": [p.summary() for p in personas], "total": len(personas)}
+
+
+@router.get("/v1/personas/{name}")
+async def get_persona(name: str, manager: Mgr, _caller: Caller) -> dict[str, Any]:
+    persona = manager.registry.persona(name)
+    body = persona.summary()
+    body["prompt"] = persona.prompt
+    body["offered"] = [s.name for s in manager.registry.list(keep=lambda s: offered(s, persona))]
+    return body
+
+
+@router.get("/v1/personas/{name}/tools")
+async def persona_tools(
+    name: str,
+    manager: Mgr,
+    _caller: Caller,
+    fmt: Annotated[str, Query(alias="format", pattern="^(openai|anthropic|mcp)$")] = "openai",
+    message: Annotated[str | None, Query(max_length=4000)] = None,
+) -> dict[str, Any]:
+    """The tool definitions this persona is offered, in a provider's format."""
+    persona = manager.registry.persona(name)
+    skills = toolspec.offered(manager.registry, persona, message)
+    return {"format": fmt, "tools": toolspec.export_all(skills, fmt), "total": len(skills)}
+
+
+# ---- audit and admin ----------------------------------------------------------------------
+@router.get("/v1/audit")
+async def audit(
+    manager: Mgr,
+    _caller: Caller,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    before: int | None = None,
+    action: str | None = None,
+    subject: str | None = None,
+    actor: str | None = None,
+) -> dict[str, Any]:
+    entries = manager.store.audit.entries(
+        limit=limit, before=before, action=action, subject=subject, actor=actor
+    )
+    return {"items": entries, "total": len(entries)}
+
+
+@router.get("/v1/audit/verify")
+async def audit_verify(manager: Mgr, _caller: Caller) -> JSONResponse:
+    result = await asyncio.to_thread(manager.store.audit.verify)  # walks the whole chain
+    return JSONResponse(result.to_dict())
+
+
+@router.post("/v1/reload")
+async def reload(manager: Mgr, caller: Caller) -> dict[str, Any]:
+    require_role(caller, Role.ADMIN)
+    registry = await manager.reload(caller.name)
+    return {"skills": len(registry), "loader_errors": len(registry.report.errors)}
+
+
+@router.get("/metrics")
+async def metrics(manager: Mgr, _caller: Caller) -> Response:
+    manager.metrics.queued.set(manager.waiting)
+    return Response(manager.metrics.render(), media_type="text/plain; version=0.0.4")

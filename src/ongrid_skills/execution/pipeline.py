@@ -1,0 +1,137 @@
+"""One call of a skill, end to end: resolve → gate → validate → run → Execution.
+
+This is the local path (Python API and CLI). It raises typed errors for what the caller did
+wrong (unknown skill or persona, invalid args, denial, approval needed) and never for the skill's
+own failure, which is the Execution's ``status`` and ``error``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from functools import lru_cache
+from typing import Any
+
+from ongrid_skills.errors import ApprovalRequired, Denied, InvalidArgs, InvalidRequest, Violation
+from ongrid_skills.execution.inprocess import run_builtin
+from ongrid_skills.execution.records import Event, EventSink, Execution, Status
+from ongrid_skills.execution.runner import RunOutcome, SpawnSpec, SubprocessRunner
+from ongrid_skills.governance.gate import admit
+from ongrid_skills.paths import child_env
+from ongrid_skills.skills.model import Skill
+from ongrid_skills.skills.persona import Persona
+from ongrid_skills.skills.registry import Registry
+from ongrid_skills.skills.schemas import args_problem
+
+
+@lru_cache(maxsize=1)
+def default_runner() -> SubprocessRunner:
+    """The runner used when none is passed (created on first use, not at import)."""
+    return SubprocessRunner()
+
+
+def check_transportable(name: str, args: Any) -> None:
+    """Args must survive the trip as strict JSON (no NaN, no lone surrogates, ≤ 64 levels)."""
+    problem = args_problem(args)
+    if problem is not None:
+        raise InvalidArgs(name, [Violation("", problem)])
+
+
+def check_runnable(skill: Skill) -> None:
+    """Instructions skills are read (``read_skill``), never run."""
+    if skill.kind == "instructions":
+        raise InvalidRequest(f"{skill.name} is an instructions skill: read it with read_skill")
+
+
+async def execute(
+    registry: Registry,
+    name: str,
+    args: Any,
+    *,
+    confirm: bool = False,
+    persona: str | None = None,
+    on_event: EventSink | None = None,
+    allow_dangerous: bool = False,
+    runner: SubprocessRunner | None = None,
+    requested_by: str | None = None,
+) -> Execution:
+    """Run ``name`` with ``args`` and return its Execution.
+
+    ``confirm`` is the human confirmation a mutating skill needs; ``allow_dangerous`` (with
+    ``confirm``) is the local break-glass for a dangerous skill. ``on_event`` receives each
+    timeline event as it happens. Raises UnknownSkill, UnknownPersona, Denied, InvalidArgs and
+    ApprovalRequired; a skill's own failure is in the returned Execution.
+    """
+    skill = registry.get(name)
+    check_runnable(skill)
+    check_transportable(name, args)
+    who = registry.persona(persona) if persona else None
+    decision = admit(skill, who, confirmed=confirm, allow_dangerous=allow_dangerous)
+    if decision.action == "deny":
+        raise Denied(decision.reason)
+    violations = skill.validate(args)
+    if violations:
+        raise InvalidArgs(name, violations)
+    if decision.action == "approve":
+        raise ApprovalRequired(decision.reason, signatures_required=decision.signatures_required)
+    execution = Execution(skill=name, args=args, persona=persona, requested_by=requested_by)
+    await run_skill(
+        skill, execution, on_event, runner or default_runner(), registry=registry, persona=who
+    )
+    return execution
+
+
+async def run_skill(
+    skill: Skill,
+    execution: Execution,
+    on_event: EventSink | None,
+    runner: SubprocessRunner,
+    *,
+    registry: Registry | None = None,
+    persona: Persona | None = None,
+) -> None:
+    """Run an already-gated call and fill ``execution`` in place."""
+
+    def emit(event: Event) -> None:
+        if on_event is not None:
+            on_event(event)
+
+    execution.status = Status.RUNNING
+    execution.started_at = time.time()
+    emit(Event("status", {"status": "running", "skill": skill.name}))
+    if skill.builtin is not None:
+        outcome = await run_builtin(skill, execution.args, emit, registry=registry, persona=persona)
+        apply_outcome(execution, outcome)
+        emit(Event("status", {"status": execution.status.value}))
+        return
+    target = skill.target
+    assert target is not None, "check_runnable() refuses skills without a target"
+    spec = SpawnSpec(
+        entry=target.entry,
+        root=target.root,
+        cwd=target.folder,
+        env=child_env(target.env_allow, os.environ),
+        timeout_seconds=skill.timeout_seconds,
+        shown_root=target.shown_root,
+    )
+    payload = json.dumps(
+        execution.args, ensure_ascii=False, separators=(",", ":"), allow_nan=False
+    ).encode()
+    outcome = await runner.run(spec, payload, emit)
+    apply_outcome(execution, outcome)
+    emit(Event("status", {"status": execution.status.value}))
+
+
+def apply_outcome(execution: Execution, outcome: RunOutcome) -> None:
+    execution.status = outcome.status
+    execution.result = outcome.result
+    execution.result_text = outcome.result_text
+    execution.error = outcome.error
+    execution.exit_code = outcome.exit_code
+    execution.signal = outcome.signal
+    execution.stderr_tail = outcome.stderr_tail
+    execution.orphans_killed = outcome.orphans_killed
+    execution.started_at = outcome.started_at or execution.started_at
+    execution.finished_at = time.time()
+    execution.duration_ms = outcome.duration_ms

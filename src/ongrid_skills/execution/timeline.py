@@ -1,0 +1,80 @@
+"""Live timelines: every event of a running execution, numbered, kept in memory and fanned out.
+
+Subscribers (SSE streams, the MCP server, the agent) replay what happened so far and then follow
+live events until the execution ends. Events are persisted by the manager in batches; once an
+execution is finished and persisted it leaves the hub and is replayed from the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+from ongrid_skills.execution.records import Event
+
+
+@dataclass(slots=True)
+class Timeline:
+    events: list[tuple[int, Event]] = field(default_factory=list)
+    finished: bool = False
+    flushed: int = 0  # how many events are already in the store
+    waiters: set[asyncio.Future[None]] = field(default_factory=set)
+
+    def append(self, event: Event) -> int:
+        seq = len(self.events) + 1
+        self.events.append((seq, event))
+        self._wake()
+        return seq
+
+    def finish(self) -> None:
+        self.finished = True
+        self._wake()
+
+    def unflushed(self) -> list[tuple[int, Event]]:
+        pending = self.events[self.flushed :]
+        self.flushed = len(self.events)
+        return pending
+
+    def _wake(self) -> None:
+        for waiter in self.waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        self.waiters.clear()
+
+    async def follow(self, after: int = 0) -> AsyncIterator[tuple[int, Event]]:
+        position = after
+        while True:
+            while position < len(self.events):
+                yield self.events[position]
+                position += 1
+            if self.finished:
+                return
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self.waiters.add(waiter)
+            try:
+                await waiter
+            finally:
+                self.waiters.discard(waiter)
+
+
+class EventHub:
+    def __init__(self) -> None:
+        self._timelines: dict[str, Timeline] = {}
+
+    def open(self, execution_id: str) -> Timeline:
+        timeline = self._timelines.get(execution_id)
+        if timeline is None:
+            timeline = self._timelines[execution_id] = Timeline()
+        return timeline
+
+    def get(self, execution_id: str) -> Timeline | None:
+        return self._timelines.get(execution_id)
+
+    def close(self, execution_id: str) -> None:
+        timeline = self._timelines.pop(execution_id, None)
+        if timeline is not None:
+            timeline.finish()
+
+    def __len__(self) -> int:
+        return len(self._timelines)

@@ -1,0 +1,1 @@
+"""Who may run what: the policy table, principals and the one gate every door asks. Pure: no I/O."""

@@ -1,0 +1,201 @@
+"""Settings become objects here, and only here.
+
+This module owns the wiring every door shares: building the registry from the configured dirs
+(and reporting on reloads only what changed), the reload triggers (SIGHUP and file watching),
+opening a manager on the store, the embedded data dir's ownership lock, and start-up recovery.
+Doors call :func:`open_manager` and :func:`reload_triggers`; they never assemble a manager
+themselves. It must never import a door.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import logging
+import os
+import signal
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import asynccontextmanager
+
+from watchfiles import awatch
+
+from ongrid_skills.execution.runner import SubprocessRunner
+from ongrid_skills.manager import Manager
+from ongrid_skills.metrics import Metrics
+from ongrid_skills.settings import Settings
+from ongrid_skills.skills.discovery import LogSink, default_sink
+from ongrid_skills.skills.registry import Registry, RegistryHolder, build_registry
+from ongrid_skills.store import Store, open_store
+
+LOG = logging.getLogger("ongrid_skills.runtime")
+WATCH_DEBOUNCE_MS = 500
+
+
+def load_registry(
+    external_dirs: Iterable[str] | None = None,
+    persona_dirs: Iterable[str] | None = None,
+    *,
+    native_dirs: Iterable[str] | None = None,
+    bundled: bool | None = None,
+    settings: Settings | None = None,
+    log: LogSink | None = None,
+) -> Registry:
+    """Load skills and personas. An omitted argument falls back to its ``ONGRID_*`` variable
+    (``ONGRID_SKILLS_EXTERNAL_DIRS``, ``ONGRID_PERSONAS_DIRS``, ``ONGRID_SKILLS_NATIVE_DIRS``,
+    ``ONGRID_BUNDLED_SKILLS``).
+
+    Loader lines go to ``log`` (default: the ``ongrid_skills.loader`` logger at INFO).
+    """
+    base = settings or Settings.load()
+    return build_registry(
+        base.external_dirs if external_dirs is None else external_dirs,
+        base.persona_dirs if persona_dirs is None else persona_dirs,
+        native_dirs=base.native_dirs if native_dirs is None else native_dirs,
+        bundled=base.bundled_skills if bundled is None else bundled,
+        config=base.config,
+        sink=log,
+        default_timeout=base.default_timeout_seconds,
+    )
+
+
+def registry_builder(settings: Settings, sink: LogSink) -> Callable[[], Registry]:
+    """A build function for the RegistryHolder that reports only what changed on reloads."""
+    previous: list[str] = []
+    previous_names: set[str] = set()
+
+    def build() -> Registry:
+        lines: list[str] = []
+        registry = load_registry(settings=settings, log=lines.append)
+        seen = set(previous)
+        for line in lines:
+            if line not in seen:
+                sink(line)
+        if previous:
+            for name in sorted(previous_names - set(registry.skills)):
+                sink(f'skill loader: removed skill "{name}"')
+        previous[:] = lines
+        previous_names.clear()
+        previous_names.update(registry.skills)
+        return registry
+
+    return build
+
+
+class DataDirLock:
+    """The embedded data dir's ownership: one manager process per SQLite data dir recovers.
+
+    Start-up recovery (interrupting rows left ``running``, starting approved calls, the expiry
+    sweeper) belongs to the owner only: an ``mcp`` started beside a running ``serve`` on the same
+    data dir must not interrupt the server's calls in flight. The lock is an ``flock`` on
+    ``manager.lock``, so it is released by the kernel when the process dies, however it dies.
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._fd: int | None = None
+
+    def acquire(self) -> bool:
+        """True when this process owns the data dir (always, on a shared database)."""
+        if self.settings.database_url:
+            return True  # a shared database: replicas coordinate through it, not a file lock
+        os.makedirs(self.settings.data_dir, exist_ok=True)
+        path = os.path.join(self.settings.data_dir, "manager.lock")
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return False
+        self._fd = fd
+        return True
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+@asynccontextmanager
+async def open_manager(
+    settings: Settings,
+    *,
+    store: Store | None = None,
+    runner: SubprocessRunner | None = None,
+    loader_sink: LogSink = default_sink,
+) -> AsyncIterator[Manager]:
+    """Open the store, load the registry, claim the data dir, recover; close it all after.
+
+    A ``store`` passed in stays open (its owner closes it); one opened here is closed here.
+    """
+    own_store = store or open_store(settings.data_dir, settings.database_url)
+    holder = RegistryHolder(registry_builder(settings, loader_sink))
+    metrics = Metrics()
+    metrics.loaded(holder.current)
+    manager = Manager(settings, own_store, holder, runner=runner, metrics=metrics)
+    lock = DataDirLock(settings)
+    try:
+        manager.owns_data_dir = lock.acquire()
+        if manager.owns_data_dir:
+            await manager.recover()
+        else:
+            LOG.warning(
+                "another manager owns %s: start-up recovery and the approval sweeper stay there",
+                settings.data_dir,
+            )
+        yield manager
+    finally:
+        lock.release()
+        await manager.close()
+        if store is None:
+            own_store.close()
+
+
+def watched_dirs(settings: Settings) -> list[str]:
+    """Every configured dir a reload reads from that exists now (skills, SKILL.md, personas)."""
+    dirs = (*settings.external_dirs, *settings.native_dirs, *settings.persona_dirs)
+    return [d for d in dirs if os.path.isabs(d) and os.path.isdir(d)]
+
+
+async def reload_logged(manager: Manager, actor: str) -> None:
+    """Reload; a failure is logged and the previous registry stays in place."""
+    try:
+        await manager.reload(actor)
+    except Exception:
+        LOG.exception("reload failed; the previous registry stays in place")
+
+
+async def watch(manager: Manager, settings: Settings) -> None:
+    """Reload on every (debounced) change under the watched dirs; audited as ``watch``."""
+    dirs = watched_dirs(settings)
+    if not dirs:
+        return
+    async for _changes in awatch(*dirs, debounce=WATCH_DEBOUNCE_MS, recursive=True):
+        await reload_logged(manager, "watch")
+
+
+@asynccontextmanager
+async def reload_triggers(
+    manager: Manager, settings: Settings, *, watch_files: bool
+) -> AsyncIterator[list[asyncio.Task[None]]]:
+    """SIGHUP reloads (audited ``signal:SIGHUP``); with ``watch_files``, file changes too.
+
+    Yields the list of background tasks, which a door may extend; all are cancelled on exit.
+    """
+    loop = asyncio.get_running_loop()
+    background: list[asyncio.Task[None]] = []
+
+    def on_hup() -> None:
+        background.append(loop.create_task(reload_logged(manager, "signal:SIGHUP")))
+
+    with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
+        loop.add_signal_handler(signal.SIGHUP, on_hup)
+    if watch_files:
+        background.append(loop.create_task(watch(manager, settings)))
+    try:
+        yield background
+    finally:
+        with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
+            loop.remove_signal_handler(signal.SIGHUP)
+        for task in background:
+            task.cancel()

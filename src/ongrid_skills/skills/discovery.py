@@ -1,0 +1,275 @@
+"""Walking the allow-listed roots: manifests → skills, with the loader's log lines (SPEC §3).
+
+Roots are taken in the order given; inside a root, entries sorted by name, depth first;
+symlinked directories are never descended into. Every failure is logged and skipped: one broken
+manifest never blocks start-up. The log lines are a contract operators grep for.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import stat
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+
+from ongrid_skills.errors import ManifestError
+from ongrid_skills.paths import is_within
+from ongrid_skills.skills.model import Skill
+from ongrid_skills.skills.persona import Persona, load_persona
+from ongrid_skills.skills.skill_json import Location, build_skill, read_manifest
+from ongrid_skills.skills.skill_md import load_skill_md
+from ongrid_skills.types import DEFAULT_TIMEOUT_SECONDS
+
+LOG = logging.getLogger("ongrid_skills.loader")
+PREFIX = "skill loader: "
+LogSink = Callable[[str], None]
+
+
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+_CONTROL_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape_control(match: re.Match[str]) -> str:
+    char = match.group()
+    return _CONTROL_ESCAPES.get(char, f"\\x{ord(char):02x}")
+
+
+def default_sink(line: str) -> None:
+    LOG.info(line)
+
+
+@dataclass(slots=True)
+class LoadReport:
+    """What a load found: log lines (without the prefix), errors, counts."""
+
+    lines: list[str] = field(default_factory=list)
+    errors: list[ManifestError] = field(default_factory=list)
+    registered: int = 0
+    duplicates: int = 0
+    skipped_dirs: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Root:
+    shown: str  # as the operator wrote it (normalised)
+    real: str  # canonical
+
+
+class Walker:
+    """Collects the log lines of one load and forwards them to a sink as they happen."""
+
+    def __init__(self, sink: LogSink | None, report: LoadReport) -> None:
+        self.sink = sink or default_sink
+        self.report = report
+
+    def log(self, message: str) -> None:
+        # One line per event, always: a name, entry or path from a manifest or the tree that
+        # carries a newline (or any control character) must not forge a second loader line.
+        message = _CONTROL_RE.sub(_escape_control, message)
+        self.report.lines.append(message)
+        self.sink(PREFIX + message)
+
+    def roots(self, dirs: list[str]) -> Iterator[Root]:
+        for raw in dirs:
+            if not os.path.isabs(raw):
+                self.log(f'skip non-absolute dir "{raw}"')
+                self.report.skipped_dirs += 1
+                continue
+            shown = os.path.normpath(raw)
+            try:
+                st = os.stat(shown)
+            except FileNotFoundError:
+                self.log(f"dir {shown} not present, skipping")
+                self.report.skipped_dirs += 1
+                continue
+            except OSError as exc:
+                self.log(f"dir {shown} cannot be read ({exc.strerror}), skipping")
+                self.report.skipped_dirs += 1
+                continue
+            if not stat.S_ISDIR(st.st_mode):
+                self.log(f"dir {shown} is not a directory, skipping")
+                self.report.skipped_dirs += 1
+                continue
+            yield Root(shown, os.path.realpath(shown))
+
+    def files(self, root: Root, match: Callable[[str], bool]) -> Iterator[tuple[str, str]]:
+        """(shown path, canonical path) of matching files under root.
+
+        Lexical order, depth first, like Go's ``filepath.Walk``: a folder is entered at its
+        place among its siblings.
+        """
+        stack: list[Iterator[tuple[str, os.DirEntry[str]]]] = []
+        top = self._listing(root.shown, root.real)
+        if top is not None:
+            stack.append(top)
+        while stack:
+            item = next(stack[-1], None)
+            if item is None:
+                stack.pop()
+                continue
+            shown, entry = item
+            try:
+                is_dir = entry.is_dir(follow_symlinks=False)
+            except OSError:
+                is_dir = False
+            if is_dir:
+                listing = self._listing(shown, entry.path)
+                if listing is not None:
+                    stack.append(listing)
+            elif match(entry.name):
+                real = self._manifest_path(entry, shown, root)
+                if real is not None:
+                    yield shown, real
+
+    def _listing(
+        self, shown_dir: str, real_dir: str
+    ) -> Iterator[tuple[str, os.DirEntry[str]]] | None:
+        try:
+            with os.scandir(real_dir) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError as exc:
+            self.log(f"skip unreadable dir {shown_dir}: {exc.strerror or exc}")
+            self.report.skipped_dirs += 1
+            return None
+        return ((os.path.join(shown_dir, e.name), e) for e in entries)
+
+    def _manifest_path(self, entry: os.DirEntry[str], shown: str, root: Root) -> str | None:
+        if not entry.is_symlink():
+            return entry.path
+        try:
+            real = os.path.realpath(entry.path, strict=True)
+        except OSError as exc:
+            self._fail(
+                ManifestError(f"broken symlink: {exc.strerror or exc}", path=shown, kind="parse")
+            )
+            return None
+        if not is_within(real, root.real):
+            self._fail(
+                ManifestError(
+                    f"symlink to {real} escapes allowlist root {root.shown}",
+                    path=shown,
+                    kind="parse",
+                )
+            )
+            return None
+        return real
+
+    def _fail(self, err: ManifestError) -> None:
+        self.report.errors.append(err)
+        self.log(format_error(err))
+
+
+def format_error(err: ManifestError) -> str:
+    if err.kind == "parse":
+        return f"parse {err.path}: {err.message}"
+    return f'build "{err.name}": {err.message} (in {err.path})'
+
+
+def load_external(
+    dirs: list[str],
+    skills: dict[str, Skill],
+    report: LoadReport,
+    sink: LogSink | None = None,
+    source: str = "external",
+    *,
+    default_timeout: int = DEFAULT_TIMEOUT_SECONDS,
+) -> int:
+    """Register every valid skill.json under ``dirs`` into ``skills``; return how many."""
+    walker = Walker(sink, report)
+    count = 0
+    for root in walker.roots(dirs):
+        for shown, real in walker.files(root, lambda name: name == "skill.json"):
+            try:
+                _, obj = read_manifest(real)
+                folder = os.path.dirname(real)
+                loc = Location(shown, folder, root.real, root.shown)
+                skill = build_skill(obj, loc, source=source, default_timeout=default_timeout)
+            except ManifestError as err:
+                err.path = shown
+                report.errors.append(err)
+                walker.log(format_error(err))
+                continue
+            if skill.name in skills:
+                report.duplicates += 1
+                walker.log(f'skill "{skill.name}" already registered, skipping {shown}')
+                continue
+            skills[skill.name] = skill
+            count += 1
+            walker.log(f'registered subprocess skill "{skill.name}" from {shown}')
+    report.registered += count
+    return count
+
+
+def load_personas(
+    dirs: list[str],
+    personas: dict[str, Persona],
+    report: LoadReport,
+    sink: LogSink | None = None,
+) -> int:
+    """Load persona files (``*.md``) under ``dirs``; the first of a name wins."""
+    walker = Walker(sink, report)
+    count = 0
+    for root in walker.roots(dirs):
+        for shown, real in walker.files(root, lambda name: name.endswith(".md")):
+            try:
+                persona = load_persona(real)
+            except ManifestError as err:
+                err.path = shown
+                report.errors.append(err)
+                walker.log("persona " + format_error(err))
+                continue
+            if persona.name in personas:
+                walker.log(f'persona "{persona.name}" already registered, skipping {shown}')
+                continue
+            personas[persona.name] = persona
+            count += 1
+            walker.log(f'registered persona "{persona.name}" from {shown}')
+    return count
+
+
+def load_native(
+    dirs: list[str],
+    skills: dict[str, Skill],
+    report: LoadReport,
+    sink: LogSink | None = None,
+    *,
+    config: Mapping[str, str],
+    source: str = "native",
+    default_timeout: int = DEFAULT_TIMEOUT_SECONDS,
+) -> int:
+    """Register the skills of every SKILL.md under ``dirs``; first name wins, as for skill.json."""
+    walker = Walker(sink, report)
+    count = 0
+    for root in walker.roots(dirs):
+        for shown, real in walker.files(root, lambda name: name == "SKILL.md"):
+            try:
+                doc = load_skill_md(
+                    real,
+                    shown=shown,
+                    root=root.real,
+                    shown_root=root.shown,
+                    config=config,
+                    source=source,
+                    default_timeout=default_timeout,
+                )
+            except ManifestError as err:
+                err.path = shown
+                report.errors.append(err)
+                walker.log(format_error(err))
+                continue
+            for _key, message in doc.warnings:
+                walker.log(f"warning {shown}: {message}")
+            for skill in doc.skills:
+                if skill.name in skills:
+                    report.duplicates += 1
+                    walker.log(f'skill "{skill.name}" already registered, skipping {shown}')
+                    continue
+                skills[skill.name] = skill
+                count += 1
+                what = "instructions" if skill.kind == "instructions" else "native"
+                note = "" if skill.available else f" (unavailable: {skill.unavailable_reason})"
+                walker.log(f'registered {what} skill "{skill.name}" from {shown}{note}')
+    report.registered += count
+    return count

@@ -1,0 +1,109 @@
+"""The Skill record held by a registry: what a tool is, where it runs, how it is gated."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonschema_rs
+
+from ongrid_skills.errors import Violation
+from ongrid_skills.paths import Fingerprint, fingerprint
+from ongrid_skills.skills.schemas import EMPTY_OBJECT_SCHEMA, validate_args, validator_for
+from ongrid_skills.types import DEFAULT_TIMEOUT_SECONDS, SkillClass
+
+
+@dataclass(frozen=True, slots=True)
+class SpawnTarget:
+    """Where a subprocess skill runs: its canonical entry under its canonical root."""
+
+    entry: str
+    root: str
+    folder: str
+    env_allow: tuple[str, ...] = ()
+    shown_root: str = ""
+    fingerprint: Fingerprint | None = None  # the entry file as loaded (dev, ino, size, mtime)
+
+    def changed_on_disk(self) -> bool:
+        """True when the entry file is no longer the one that was loaded."""
+        try:
+            return fingerprint(os.stat(self.entry)) != self.fingerprint
+        except OSError:
+            return True
+
+
+@dataclass(slots=True, eq=False)
+class Skill:
+    name: str
+    description: str
+    skill_class: SkillClass = SkillClass.SAFE
+    category: str = "external"
+    kind: str = "subprocess"  # subprocess | native | instructions
+    source: str = "external"  # external | builtin | native | pack:<id>
+    schema: dict[str, Any] = field(default_factory=lambda: dict(EMPTY_OBJECT_SCHEMA))
+    timeout_seconds: int = DEFAULT_TIMEOUT_SECONDS
+    when_to_use: str | None = None
+    available: bool = True
+    unavailable_reason: str | None = None
+    confirmation_required: bool = False
+    origin: str = ""  # the manifest file it came from
+    target: SpawnTarget | None = None
+    builtin: Any = None  # an in-process callable (see ongrid_skills.builtins.base)
+    activation: str | None = None  # always | keyword | None (not declared)
+    keywords: tuple[str, ...] = ()
+    group: str | None = None  # the SKILL.md a native tool belongs to
+    extra: dict[str, Any] | None = None
+    _validator: jsonschema_rs.Validator | None = None
+    _hash: str | None = None
+
+    def validate(self, args: object) -> list[Violation]:
+        if self._validator is None:
+            self._validator = validator_for(self.schema)
+        return validate_args(self.schema, args, self._validator)
+
+    @property
+    def definition_hash(self) -> str:
+        """SHA-256 of everything that defines the call: approvals are bound to it."""
+        if self._hash is None:
+            target = self.target
+            body = {
+                "name": self.name,
+                "class": self.skill_class.value,
+                "schema": self.schema,
+                "timeout": self.timeout_seconds,
+                "kind": self.kind,
+                "source": self.source,
+                "entry": target.entry if target else None,
+                "builtin": _qualname(self.builtin),
+                "env_allow": list(target.env_allow) if target else None,
+                "fingerprint": list(target.fingerprint or ()) if target else None,
+                "origin": self.origin,
+            }
+            raw = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+            self._hash = hashlib.sha256(raw).hexdigest()
+        return self._hash
+
+    def summary(self) -> dict[str, Any]:
+        """The SkillSummary of the REST API (SPEC §9)."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "class": self.skill_class.value,
+            "category": self.category,
+            "kind": self.kind,
+            "source": self.source,
+            "schema": self.schema,
+            "timeout_seconds": self.timeout_seconds,
+            "available": self.available,
+            "unavailable_reason": self.unavailable_reason,
+            "when_to_use": self.when_to_use,
+        }
+
+
+def _qualname(fn: Any) -> str | None:
+    if fn is None:
+        return None
+    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"

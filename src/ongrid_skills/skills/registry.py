@@ -1,0 +1,201 @@
+"""The registry: an immutable snapshot of skills and personas, and the holder that swaps it.
+
+A reload never edits a registry: it builds a whole new one and swaps the holder's reference in
+one assignment, so calls in flight keep the snapshot (and the Skill objects) they started with.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from types import MappingProxyType
+
+from ongrid_skills.errors import UnknownPersona, UnknownSkill
+from ongrid_skills.skills.discovery import (
+    LoadReport,
+    LogSink,
+    load_external,
+    load_native,
+    load_personas,
+)
+from ongrid_skills.skills.impls import bundled_dir, resolve
+from ongrid_skills.skills.model import Skill
+from ongrid_skills.skills.persona import DEFAULT_PERSONA, Persona
+from ongrid_skills.skills.schemas import signature_schema
+from ongrid_skills.skills.search import SearchIndex
+from ongrid_skills.types import DEFAULT_TIMEOUT_SECONDS, SkillClass
+
+
+class Registry:
+    """Skills by name and personas by name, frozen at build time."""
+
+    __slots__ = ("_index", "_json", "_names", "_personas", "_skills", "config", "report")
+
+    def __init__(
+        self,
+        skills: Mapping[str, Skill],
+        personas: Mapping[str, Persona] | None = None,
+        report: LoadReport | None = None,
+        config: Mapping[str, str] | None = None,
+    ) -> None:
+        self._skills: Mapping[str, Skill] = MappingProxyType(dict(skills))
+        self._names = tuple(sorted(self._skills))
+        merged = {DEFAULT_PERSONA.name: DEFAULT_PERSONA, **(personas or {})}
+        self._personas: Mapping[str, Persona] = MappingProxyType(merged)
+        self.report = report or LoadReport()
+        self._index: SearchIndex | None = None
+        self._json: dict[str, str] = {}
+        self.config: Mapping[str, str] = config if config is not None else {}
+
+    def __len__(self) -> int:
+        return len(self._skills)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._skills
+
+    @property
+    def skills(self) -> Mapping[str, Skill]:
+        return self._skills
+
+    @property
+    def personas(self) -> Mapping[str, Persona]:
+        return self._personas
+
+    def get(self, name: str) -> Skill:
+        try:
+            return self._skills[name]
+        except KeyError:
+            raise UnknownSkill(name) from None
+
+    def persona(self, name: str) -> Persona:
+        try:
+            return self._personas[name]
+        except KeyError:
+            raise UnknownPersona(name) from None
+
+    def list(
+        self,
+        *,
+        category: str | None = None,
+        skill_class: SkillClass | None = None,
+        query: str | None = None,
+        keep: Callable[[Skill], bool] | None = None,
+    ) -> list[Skill]:
+        """Skills sorted by name, filtered; ``keep`` is the caller's own filter (for a
+        persona: ``lambda s: gate.offered(s, persona)``)."""
+        out = []
+        needle = query.lower() if query else None
+        for name in self._names:
+            skill = self._skills[name]
+            if category and skill.category != category:
+                continue
+            if skill_class is not None and skill.skill_class is not skill_class:
+                continue
+            if needle and needle not in name and needle not in skill.description.lower():
+                continue
+            if keep is not None and not keep(skill):
+                continue
+            out.append(skill)
+        return out
+
+    def summary_json(self, skill: Skill) -> str:
+        """The SkillSummary of a skill as JSON text, serialised once per snapshot."""
+        text = self._json.get(skill.name)
+        if text is None:
+            text = self._json[skill.name] = json.dumps(skill.summary(), ensure_ascii=False)
+        return text
+
+    def search_index(self) -> SearchIndex:
+        """The BM25 index of this snapshot, built on first use."""
+        if self._index is None:
+            self._index = SearchIndex(self._skills[n] for n in self._names)
+        return self._index
+
+
+#: The catalogue tools: safe, read-only views of the catalogue itself. A persona's whitelist
+#: does not hide them (deferral depends on search_skills); its blacklist still can.
+CATALOGUE_TOOLS = frozenset({"read_skill", "search_skills"})
+
+
+BUNDLED_SKILLS_DIR = bundled_dir()
+
+
+def internal_skills() -> list[Skill]:
+    """The catalogue tools every registry with the bundled catalogue offers."""
+    out = []
+    for impl in ("catalogue.read_skill", "catalogue.search_skills"):
+        fn, why = resolve(impl)
+        assert fn is not None, why  # shipped with the package: resolving it cannot fail
+        doc = (fn.__doc__ or "").strip().splitlines()[0]
+        out.append(
+            Skill(
+                name=fn.__name__,
+                description=doc,
+                category="catalogue",
+                kind="native",
+                source="builtin",
+                schema=signature_schema(fn),
+                builtin=fn,
+                origin="builtin",
+                activation="always",
+            )
+        )
+    return out
+
+
+def build_registry(
+    external_dirs: Iterable[str] = (),
+    persona_dirs: Iterable[str] = (),
+    *,
+    native_dirs: Iterable[str] = (),
+    bundled: bool = False,
+    config: Mapping[str, str] | None = None,
+    sink: LogSink | None = None,
+    extra: Iterable[Skill] = (),
+    default_timeout: int = DEFAULT_TIMEOUT_SECONDS,
+) -> Registry:
+    """Load everything into a fresh Registry.
+
+    Order (the first of a name wins): ``extra``, the internal catalogue tools and the bundled
+    SKILL.md catalogue (``bundled``), ``native_dirs`` (SKILL.md), ``external_dirs``
+    (skill.json), then personas.
+    """
+    report = LoadReport()
+    skills: dict[str, Skill] = {s.name: s for s in extra}
+    config = config if config is not None else {}
+    if bundled:
+        for skill in internal_skills():
+            skills.setdefault(skill.name, skill)
+        load_native(
+            [BUNDLED_SKILLS_DIR],
+            skills,
+            report,
+            sink,
+            config=config,
+            source="builtin",
+            default_timeout=default_timeout,
+        )
+    load_native(
+        list(native_dirs), skills, report, sink, config=config, default_timeout=default_timeout
+    )
+    load_external(list(external_dirs), skills, report, sink, default_timeout=default_timeout)
+    personas: dict[str, Persona] = {DEFAULT_PERSONA.name: DEFAULT_PERSONA}
+    load_personas(list(persona_dirs), personas, report, sink)
+    return Registry(skills, personas, report, config)
+
+
+class RegistryHolder:
+    """Owns the current Registry; :meth:`reload` builds a new one and swaps it atomically."""
+
+    def __init__(self, build: Callable[[], Registry]) -> None:
+        """``build`` makes a complete Registry; it runs now and on every reload."""
+        self._build = build
+        self._lock = threading.Lock()
+        self.current = build()
+
+    def reload(self) -> Registry:
+        with self._lock:
+            fresh = self._build()
+            self.current = fresh
+            return fresh

@@ -1,0 +1,328 @@
+"""``SKILL.md``: YAML frontmatter + Markdown → native tools or one instructions skill (SPEC §6).
+
+The format of Claude Code / Anthropic Agent Skills and openclaw, loaded unchanged:
+
+- Required ``name`` and ``description``. A name that is not snake_case is normalised
+  (lowercase, runs of other characters → ``_``, trimmed) with a warning: ``hello-world`` →
+  ``hello_world``.
+- ``tools: [...]``: each tool is a skill of its own (``impl: builtin:<module>.<function>`` runs
+  in-process, ``impl: exec:<relative path>`` runs under the wire protocol of SPEC §4).
+- No ``tools``: an *instructions skill*; the model sees its name and description and reads the
+  body on demand with ``read_skill``.
+- ``metadata.os`` / ``metadata.requires.bins`` / ``metadata.requires.config`` not met, or an
+  impl that resolves to nothing: the skill is listed *unavailable* with the reason.
+- Unknown keys (``allowed-tools``, ``license``, ``metadata.openclaw``…) are kept in ``extra``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ongrid_skills.errors import ManifestError
+from ongrid_skills.paths import ENV_NAME_RE, check_entry
+from ongrid_skills.skills.frontmatter import read_text, split_frontmatter
+from ongrid_skills.skills.impls import resolve
+from ongrid_skills.skills.model import Skill, SpawnTarget
+from ongrid_skills.skills.schemas import EMPTY_OBJECT_SCHEMA, schema_problem, signature_schema
+from ongrid_skills.skills.skill_json import MAX_NAME_LENGTH, NAME_RE
+from ongrid_skills.types import DEFAULT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS, SkillClass
+
+KNOWN_KEYS = (
+    "name",
+    "description",
+    "version",
+    "when_to_use",
+    "activation",
+    "metadata",
+    "tools",
+)
+TOOL_KEYS = (
+    "name",
+    "impl",
+    "class",
+    "description",
+    "when_to_use",
+    "confirmation",
+    "timeout_seconds",
+    "schema",
+    "env_allow",
+)
+#: The ``metadata`` keys we read; any other one (openclaw's ``metadata.openclaw``…) is kept in
+#: ``extra`` as ``metadata.<key>``.
+KNOWN_METADATA_KEYS = ("os", "requires", "ongrid")
+_OS_NAMES = {"linux": "linux", "darwin": "darwin", "win32": "windows"}
+
+
+def normalise_name(raw: str) -> str:
+    """``Hello-World v2`` → ``hello_world_v2``.
+
+    >>> normalise_name("hello-world")
+    'hello_world'
+    """
+    return re.sub(r"[^a-z0-9]+", "_", raw.lower()).strip("_")
+
+
+@dataclass(slots=True)
+class SkillDoc:
+    """One parsed SKILL.md: its skills (tools or one instructions skill) and warnings."""
+
+    name: str
+    skills: list[Skill] = field(default_factory=list)
+    warnings: list[tuple[str, str]] = field(default_factory=list)  # (key, message)
+    body: str = ""
+
+
+def load_skill_md(
+    path: str,
+    *,
+    shown: str,
+    root: str,
+    shown_root: str,
+    config: Mapping[str, str],
+    source: str = "native",
+    default_timeout: int = DEFAULT_TIMEOUT_SECONDS,
+) -> SkillDoc:
+    """Parse and build one SKILL.md (``path`` canonical, ``shown`` as logged)."""
+    text = read_text(path)
+    meta, body, _ = split_frontmatter(text, shown)
+    raw_name = meta.get("name")
+
+    def fail(message: str, key: str, name: str = "") -> ManifestError:
+        return ManifestError(message, path=shown, kind="build", name=name, field=key)
+
+    if not isinstance(raw_name, str) or not raw_name.strip():
+        raise fail("name is required (a string)", "name")
+    name = normalise_name(raw_name)
+    doc = SkillDoc(name=name, body=body)
+    if not name:
+        raise fail(f"name {raw_name!r} has no letters or digits", "name", raw_name)
+    if name != raw_name:
+        doc.warnings.append(("name", f'name "{raw_name}" normalised to "{name}"'))
+    if len(name) > MAX_NAME_LENGTH:
+        raise fail(f"name is {len(name)} characters, at most {MAX_NAME_LENGTH}", "name", name)
+    description = meta.get("description")
+    if not isinstance(description, str) or not description.strip():
+        raise fail("description is required (a non-blank string)", "description", name)
+    when_to_use = _optional_text(meta, "when_to_use", fail, name)
+    metadata = meta.get("metadata") or {}
+    if not isinstance(metadata, dict):
+        raise fail("metadata must be a mapping", "metadata", name)
+    activation, keywords = _activation(meta, metadata, fail, name, doc)
+    problem = _availability(metadata, config, fail, name)
+    extra = {k: v for k, v in meta.items() if k not in KNOWN_KEYS}
+    extra.update({f"metadata.{k}": v for k, v in metadata.items() if k not in KNOWN_METADATA_KEYS})
+    for key in extra:
+        doc.warnings.append((key, f"unknown key {key!r} is kept and shown, not used"))
+    folder = os.path.dirname(path)
+    common: dict[str, Any] = {
+        "when_to_use": when_to_use,
+        "origin": shown,
+        "source": source,
+        "activation": activation,
+        "keywords": keywords,
+        "group": name,
+        "extra": {**extra, "version": meta.get("version")} if extra or "version" in meta else None,
+    }
+    tools = meta.get("tools")
+    if tools is None or tools == []:
+        doc.skills.append(
+            Skill(
+                name=name,
+                description=description.strip(),
+                kind="instructions",
+                category="instructions",
+                schema=dict(EMPTY_OBJECT_SCHEMA),
+                available=problem is None,
+                unavailable_reason=problem,
+                timeout_seconds=default_timeout,
+                **common,
+            )
+        )
+        return doc
+    if not isinstance(tools, list):
+        raise fail("tools must be a list", "tools", name)
+    for index, tool in enumerate(tools):
+        doc.skills.append(
+            _tool(
+                tool,
+                index,
+                description.strip(),
+                problem,
+                folder,
+                root,
+                shown_root,
+                default_timeout,
+                fail,
+                common,
+                doc,
+            )
+        )
+    return doc
+
+
+def _optional_text(meta: dict[str, Any], key: str, fail: Any, name: str) -> str | None:
+    value = meta.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise fail(f"{key} must be a string", key, name)
+    return value.strip() or None
+
+
+def _activation(
+    meta: dict[str, Any], metadata: dict[str, Any], fail: Any, name: str, doc: SkillDoc
+) -> tuple[str | None, tuple[str, ...]]:
+    top = meta.get("activation")
+    ongrid = metadata.get("ongrid") if isinstance(metadata.get("ongrid"), dict) else {}
+    nested = ongrid.get("activation") if ongrid else None
+    chosen = nested if nested is not None else top
+    if nested is not None and top is not None and nested != top:
+        doc.warnings.append(
+            ("activation", "metadata.ongrid.activation overrides the top-level activation")
+        )
+    if chosen is None:
+        return None, ()
+    if not isinstance(chosen, dict):
+        raise fail("activation must be a mapping {mode, keywords}", "activation", name)
+    mode = chosen.get("mode", "always")
+    if mode not in ("always", "keyword"):
+        raise fail(f"activation mode must be always or keyword, got {mode!r}", "activation", name)
+    keywords = chosen.get("keywords") or []
+    if not isinstance(keywords, list) or not all(isinstance(k, str) and k for k in keywords):
+        raise fail("activation keywords must be a list of strings", "activation", name)
+    if mode == "keyword" and not keywords:
+        raise fail("keyword activation needs at least one keyword", "activation", name)
+    return str(mode), tuple(k.lower() for k in keywords)
+
+
+def _availability(
+    metadata: dict[str, Any], config: Mapping[str, str], fail: Any, name: str
+) -> str | None:
+    """Why the skill cannot run here (os, missing executables or config), or None."""
+    systems = metadata.get("os")
+    if systems is not None:
+        if not isinstance(systems, list) or not all(isinstance(s, str) for s in systems):
+            raise fail("metadata.os must be a list of names", "metadata", name)
+        here = _OS_NAMES.get(sys.platform, sys.platform)
+        if systems and here not in [s.lower() for s in systems]:
+            return f"runs on {', '.join(systems)}, not on {here}"
+    requires = metadata.get("requires") or {}
+    if not isinstance(requires, dict):
+        raise fail("metadata.requires must be a mapping", "metadata", name)
+    bins = requires.get("bins") or []
+    keys = requires.get("config") or []
+    for value, what in ((bins, "bins"), (keys, "config")):
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise fail(f"metadata.requires.{what} must be a list of strings", "metadata", name)
+    missing_bins = [b for b in bins if shutil.which(b) is None]
+    if missing_bins:
+        return f"missing executables on PATH: {', '.join(missing_bins)}"
+    missing_keys = [k for k in keys if k not in config]
+    if missing_keys:
+        return f"missing config: {', '.join(missing_keys)}"
+    return None
+
+
+def _tool(
+    tool: Any,
+    index: int,
+    description: str,
+    problem: str | None,
+    folder: str,
+    root: str,
+    shown_root: str,
+    default_timeout: int,
+    fail: Any,
+    common: dict[str, Any],
+    doc: SkillDoc,
+) -> Skill:
+    where = f"tools[{index}]"
+    if not isinstance(tool, dict):
+        raise fail(f"{where} must be a mapping", "tools", doc.name)
+    tname = tool.get("name")
+    if not isinstance(tname, str) or not NAME_RE.fullmatch(tname) or len(tname) > 64:
+        raise fail(f"{where}.name {tname!r} must match [a-z0-9_]+ (≤ 64)", "tools", doc.name)
+    for key in tool:
+        if key not in TOOL_KEYS:
+            doc.warnings.append(("tools", f"{where}: unknown key {key!r} is ignored"))
+    try:
+        skill_class = SkillClass.parse(str(tool.get("class", "safe")))
+    except ValueError:
+        raise fail(f"{where}.class {tool.get('class')!r} is not a class", "tools", tname) from None
+    timeout = tool.get("timeout_seconds", 0) or 0
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int)
+        or not (0 <= timeout <= MAX_TIMEOUT_SECONDS)
+    ):
+        raise fail(f"{where}.timeout_seconds must be an integer 0..86400", "tools", tname)
+    impl = tool.get("impl")
+    if not isinstance(impl, str) or ":" not in impl:
+        raise fail(
+            f"{where}.impl must be builtin:<module>.<function> or exec:<path>", "tools", tname
+        )
+    kind, _, target_name = impl.partition(":")
+    tdesc = tool.get("description")
+    skill = Skill(
+        name=tname,
+        description=tdesc.strip() if isinstance(tdesc, str) and tdesc.strip() else description,
+        skill_class=skill_class,
+        category="native",
+        kind="native",
+        timeout_seconds=timeout or default_timeout,
+        confirmation_required=tool.get("confirmation") == "required",
+        available=problem is None,
+        unavailable_reason=problem,
+        **{**common, "when_to_use": tool.get("when_to_use") or common["when_to_use"]},
+    )
+    declared = tool.get("schema")
+    if declared is not None:
+        issue = schema_problem(declared)
+        if issue is not None:
+            raise fail(f"{where}: {issue}", "tools", tname)
+        skill.schema = declared
+    if kind == "builtin":
+        fn, reason = resolve(target_name)
+        if fn is None:
+            skill.available, skill.unavailable_reason = False, reason
+        else:
+            skill.builtin = fn
+            if declared is None:
+                skill.schema = signature_schema(fn)
+    elif kind == "exec":
+        skill.kind = "subprocess"
+        env_allow = tool.get("env_allow") or []
+        if not isinstance(env_allow, list) or not all(
+            isinstance(e, str) and ENV_NAME_RE.fullmatch(e) for e in env_allow
+        ):
+            raise fail(f"{where}.env_allow must be a list of variable names", "tools", tname)
+        joined = os.path.normpath(os.path.join(folder, target_name))
+        check = check_entry(joined, root, shown_root)
+        if check.problem is not None:
+            raise fail(check.problem, "tools", tname)
+        skill.target = SpawnTarget(
+            entry=check.path,
+            root=root,
+            folder=folder,
+            env_allow=tuple(env_allow),
+            shown_root=shown_root,
+            fingerprint=check.fingerprint,
+        )
+    else:
+        raise fail(f"{where}.impl kind {kind!r} is not builtin or exec", "tools", tname)
+    return skill
+
+
+def read_body(skill: Skill) -> str:
+    """The Markdown body of the SKILL.md a skill came from (read on demand, not kept)."""
+    _, body, _ = split_frontmatter(read_text(skill.origin), skill.origin)
+    return body
+
+
+__all__ = ["SkillDoc", "load_skill_md", "normalise_name", "read_body"]
