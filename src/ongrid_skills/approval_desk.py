@@ -15,27 +15,56 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Protocol
 
 from sqlalchemy import Connection
 
 from ongrid_skills.errors import Conflict, Forbidden, NotFound, SkillError, UnknownSkill
 from ongrid_skills.execution.records import ErrorInfo, Event, Execution, Status, new_id
+from ongrid_skills.execution.timeline import EventHub
 from ongrid_skills.governance.gate import approver_problem, requester_signs_first, signer_problem
 from ongrid_skills.governance.principal import Principal
+from ongrid_skills.metrics import Metrics
 from ongrid_skills.skills.model import Skill
 from ongrid_skills.skills.persona import Persona
+from ongrid_skills.skills.registry import Registry
+from ongrid_skills.store import Store
 from ongrid_skills.store.approvals import Approval, Signature
 from ongrid_skills.types import SkillClass
 
-if TYPE_CHECKING:
-    from ongrid_skills.manager import Manager
+
+class Runs(Protocol):
+    """What the desk needs of the manager: the current registry, reading an execution back,
+    and starting an approved call on the manager's one running path."""
+
+    @property
+    def registry(self) -> Registry: ...
+
+    def get(self, execution_id: str) -> Execution: ...
+
+    def start(self, execution: Execution, skill: Skill) -> asyncio.Task[None]: ...
 
 
 class ApprovalDesk:
-    def __init__(self, manager: Manager) -> None:
-        self.m = manager
-        self.store = manager.store
+    """Requests, signatures and their end, on the store; the approved call runs through ``runs``."""
+
+    def __init__(
+        self,
+        store: Store,
+        hub: EventHub,
+        metrics: Metrics,
+        runs: Runs,
+        *,
+        ttl_seconds: float,
+        clock: Callable[[], float],
+    ) -> None:
+        self.store = store
+        self.hub = hub
+        self.metrics = metrics
+        self.runs = runs
+        self.ttl_seconds = ttl_seconds
+        self.clock = clock
         self._sweeper: asyncio.Task[None] | None = None
 
     # ---- requests ------------------------------------------------------------------------
@@ -50,7 +79,7 @@ class ApprovalDesk:
         key: str | None,
         digest: str,
     ) -> Execution:
-        now = self.m.clock()
+        now = self.clock()
         approval = Approval(
             id=new_id(),
             execution_id=execution.id,
@@ -63,7 +92,7 @@ class ApprovalDesk:
             signatures_required=required,
             status="pending",
             created_at=now,
-            expires_at=now + self.m.settings.approval_ttl_seconds,
+            expires_at=now + self.ttl_seconds,
         )
         execution.status = Status.PENDING_APPROVAL
         execution.approval_id = approval.id
@@ -117,14 +146,14 @@ class ApprovalDesk:
                     )
                 ],
             )
-        self.m.metrics.pending_approvals.inc()
+        self.metrics.pending_approvals.inc()
         return execution
 
     def get(self, approval_id: str) -> Approval:
         approval = self.store.approvals.get(approval_id)
         if approval is None:
             raise NotFound(f"unknown approval {approval_id!r}")
-        if approval.status == "pending" and approval.expires_at <= self.m.clock():
+        if approval.status == "pending" and approval.expires_at <= self.clock():
             self._close(approval, "expired", "manager", "the request expired")
             approval = self.store.approvals.get(approval_id) or approval
         return approval
@@ -142,7 +171,7 @@ class ApprovalDesk:
         if any(s.principal == principal.name for s in approval.signatures):
             raise Conflict(f"{principal.name} already signed this request")
         skill = self._unchanged_skill(approval)
-        now = self.m.clock()
+        now = self.clock()
         signature = Signature(principal.name, principal.role.value, "approve", now, comment)
         collected = len(approval.approvals) + 1
         done = collected >= approval.signatures_required
@@ -170,7 +199,7 @@ class ApprovalDesk:
                     {"execution_id": approval.execution_id},
                 )
         if done:
-            self.m.metrics.pending_approvals.dec()
+            self.metrics.pending_approvals.dec()
             self._run(approval, skill)
         return self.get(approval.id)
 
@@ -180,7 +209,7 @@ class ApprovalDesk:
         approval = self._open(approval_id, principal)
         if any(s.principal == principal.name for s in approval.signatures):
             raise Conflict(f"{principal.name} already signed this request")
-        now = self.m.clock()
+        now = self.clock()
         with self.store.tx() as conn:
             self.store.approvals.add_signature(
                 conn,
@@ -201,7 +230,7 @@ class ApprovalDesk:
         if approval.status != "pending":
             raise Conflict(f"approval {approval.id} is {approval.status}, not pending")
         self._close(approval, "rejected", principal.name, reason)
-        return self.m.get(approval.execution_id)
+        return self.runs.get(approval.execution_id)
 
     def cancel(self, execution: Execution, principal: Principal) -> Execution:
         assert execution.approval_id is not None
@@ -209,7 +238,7 @@ class ApprovalDesk:
         if approval.status != "pending":
             raise Conflict(f"approval {approval.id} is {approval.status}")
         self._close(approval, "cancelled", principal.name, f"cancelled by {principal.name}")
-        return self.m.get(execution.id)
+        return self.runs.get(execution.id)
 
     def _open(self, approval_id: str, principal: Principal) -> Approval:
         problem = signer_problem(principal)
@@ -223,7 +252,7 @@ class ApprovalDesk:
     def _unchanged_skill(self, approval: Approval, *, pending: bool = True) -> Skill:
         """The skill as signed, or void the request (``pending=False``: already approved)."""
         try:
-            skill = self.m.registry.get(approval.skill)
+            skill = self.runs.registry.get(approval.skill)
         except UnknownSkill:
             skill = None
         moved = skill is not None and skill.target is not None and skill.target.changed_on_disk()
@@ -244,7 +273,7 @@ class ApprovalDesk:
             "cancelled": Status.CANCELLED,
         }[status]
         code = {"void": "skill_changed"}.get(status, status)
-        now = self.m.clock()
+        now = self.clock()
         execution = self.store.executions.get(approval.execution_id)
         with self.store.tx() as conn:
             self.store.approvals.set_status(conn, approval.id, status, now, reason)
@@ -266,14 +295,14 @@ class ApprovalDesk:
                 {"execution_id": approval.execution_id, "reason": reason},
             )
         if pending:
-            self.m.metrics.pending_approvals.dec()
-        self.m.hub.close(approval.execution_id)
+            self.metrics.pending_approvals.dec()
+        self.hub.close(approval.execution_id)
         if execution is not None:
-            self.m.metrics.finished(approval.skill, execution_status.value, None)
+            self.metrics.finished(approval.skill, execution_status.value, None)
 
     def _event(self, conn: Connection, execution_id: str, event: Event) -> None:
         """Record one event of a waiting execution, live for followers and in the store."""
-        timeline = self.m.hub.get(execution_id)
+        timeline = self.hub.get(execution_id)
         if timeline is not None:
             seq = timeline.append(event)
             timeline.flushed = len(timeline.events)
@@ -296,15 +325,15 @@ class ApprovalDesk:
                 execution.id,
                 {"skill": skill.name, "approval_id": approval.id, "args": approval.args},
             )
-        timeline = self.m.hub.open(execution.id)
+        timeline = self.hub.open(execution.id)
         if not timeline.events:
             timeline.events.extend(self.store.executions.events(execution.id))
             timeline.flushed = len(timeline.events)
-        self.m.start(execution, skill)
+        self.runs.start(execution, skill)
 
     # ---- time ----------------------------------------------------------------------------
     def expire_due(self) -> int:
-        now = self.m.clock()
+        now = self.clock()
         with self.store.read() as conn:
             due = [i for i, expires in self.store.approvals.pending_ids(conn) if expires <= now]
         for approval_id in due:
@@ -315,7 +344,7 @@ class ApprovalDesk:
 
     async def recover(self) -> None:
         """After a restart: expire what is due, run what was approved but never started."""
-        self.m.metrics.pending_approvals.set(len(self.store.approvals.with_status("pending")))
+        self.metrics.pending_approvals.set(len(self.store.approvals.with_status("pending")))
         self.expire_due()
         for approval in self.store.approvals.with_status("approved"):
             execution = self.store.executions.get(approval.execution_id)
@@ -326,7 +355,7 @@ class ApprovalDesk:
             except SkillError:
                 continue
             self._run(approval, skill)
-        interval = max(1.0, min(60.0, self.m.settings.approval_ttl_seconds / 4))
+        interval = max(1.0, min(60.0, self.ttl_seconds / 4))
         self._sweeper = asyncio.get_running_loop().create_task(self._sweep(interval))
 
     async def _sweep(self, interval: float) -> None:

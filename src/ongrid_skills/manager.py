@@ -71,7 +71,14 @@ class Manager:
         self.waiting = 0
         self.tasks: dict[str, asyncio.Task[None]] = {}
         self._entered: set[str] = set()  # tasks whose coroutine has started
-        self.desk = ApprovalDesk(self)
+        self.desk = ApprovalDesk(
+            store,
+            self.hub,
+            self.metrics,
+            self,
+            ttl_seconds=settings.approval_ttl_seconds,
+            clock=lambda: self.clock(),  # noqa: PLW0108 - read at each use: a replaced clock is seen
+        )
         self.closing = False
         #: Set by the runtime: whether this process owns the embedded data dir (and recovers).
         self.owns_data_dir = False

@@ -10,7 +10,7 @@ from alembic.config import Config
 from sqlalchemy import create_engine
 
 from ongrid_skills.store import open_store
-from ongrid_skills.store.database import MIGRATIONS
+from ongrid_skills.store.connection import MIGRATIONS
 
 
 def test_a_store_at_0001_is_upgraded_in_place_and_keeps_its_rows(tmp_path: Path) -> None:

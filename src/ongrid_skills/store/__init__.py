@@ -1,5 +1,5 @@
 """Persistence: executions and their events, approvals, the audit chain, API tokens."""
 
-from ongrid_skills.store.database import Store, open_store
+from ongrid_skills.store.facade import Store, open_store
 
 __all__ = ["Store", "open_store"]

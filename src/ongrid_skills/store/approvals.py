@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from sqlalchemy import Connection, Table, select
 
 from ongrid_skills.execution.records import iso
+from ongrid_skills.store.connection import Database
 from ongrid_skills.store.models import ApprovalRow, SignatureRow
-
-if TYPE_CHECKING:
-    from ongrid_skills.store.database import Store
 
 _APPROVALS = cast(Table, ApprovalRow.__table__)
 _SIGNATURES = cast(Table, SignatureRow.__table__)
@@ -79,8 +77,8 @@ class Approval:
 
 
 class ApprovalRepo:
-    def __init__(self, store: Store) -> None:
-        self.store = store
+    def __init__(self, db: Database) -> None:
+        self.db = db
 
     def insert(self, conn: Connection, approval: Approval) -> None:
         conn.execute(
@@ -125,7 +123,7 @@ class ApprovalRepo:
 
     def get(self, approval_id: str, conn: Connection | None = None) -> Approval | None:
         if conn is None:
-            with self.store.read() as own:
+            with self.db.read() as own:
                 return self.get(approval_id, own)
         row = conn.execute(select(_APPROVALS).where(_APPROVALS.c.id == approval_id)).mappings()
         first = row.first()
@@ -139,7 +137,7 @@ class ApprovalRepo:
         query = select(_APPROVALS).order_by(_APPROVALS.c.created_at.desc()).limit(limit)
         if status:
             query = query.where(_APPROVALS.c.status == status)
-        with self.store.read() as conn:
+        with self.db.read() as conn:
             approvals = [_from_row(r) for r in conn.execute(query).mappings()]
             signatures = self._signatures(conn, [a.id for a in approvals])
         for approval in approvals:

@@ -11,15 +11,13 @@ import hashlib
 import json
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from sqlalchemy import Connection, Table, bindparam, select
 
+from ongrid_skills.store.connection import Database
 from ongrid_skills.store.models import AuditRow, SettingRow
 from ongrid_skills.store.rawsql import dumps
-
-if TYPE_CHECKING:
-    from ongrid_skills.store.database import Store
 
 _AUDIT = cast(Table, AuditRow.__table__)
 _SETTINGS = cast(Table, SettingRow.__table__)
@@ -53,9 +51,9 @@ class Verification:
 
 
 class AuditLog:
-    def __init__(self, store: Store) -> None:
-        self.store = store
-        raw = store.raw
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        raw = db.raw
         self._head_sql = raw.select_sql("settings", "value", "key")
         self._set_head_sql = raw.update_sql("settings", ("value",), "key")
         self._add_head_sql = raw.insert_sql("settings", ("key", "value"))
@@ -80,7 +78,7 @@ class AuditLog:
         same data dir, another replica) may have appended since. Store.tx takes the write lock
         first (SQLite ``BEGIN IMMEDIATE``, PostgreSQL ``SELECT … FOR UPDATE`` of the head row).
         """
-        raw = self.store.raw
+        raw = self.db.raw
         row = raw.run(conn, self._head_sql, (HEAD_KEY,)).first()
         value = row[0] if row is not None else None
         if isinstance(value, str):  # JSON text (SQLite); PostgreSQL drivers decode json
@@ -122,14 +120,14 @@ class AuditLog:
             query = query.where(AuditRow.subject == subject)
         if actor:
             query = query.where(AuditRow.actor == actor)
-        with self.store.read() as conn:
+        with self.db.read() as conn:
             rows = conn.execute(query).mappings().all()
         return [dict(row) for row in rows]
 
     def verify(self) -> Verification:
         problems: list[str] = []
         prev, expected_seq, count = GENESIS, 1, 0
-        with self.store.read() as conn:
+        with self.db.read() as conn:
             rows = conn.execute(select(AuditRow).order_by(AuditRow.seq)).mappings()
             for row in rows:
                 count += 1

@@ -5,17 +5,15 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from sqlalchemy import Connection, Table, and_, func, or_, select
 
 from ongrid_skills.errors import InvalidRequest
 from ongrid_skills.execution.records import ErrorInfo, Event, Execution, Status
+from ongrid_skills.store.connection import Database
 from ongrid_skills.store.models import EventRow, ExecutionRow
 from ongrid_skills.store.rawsql import dumps
-
-if TYPE_CHECKING:
-    from ongrid_skills.store.database import Store
 
 _EXEC = cast(Table, ExecutionRow.__table__)
 _EVENTS = cast(Table, EventRow.__table__)
@@ -114,9 +112,9 @@ def from_row(row: Any) -> Execution:
 
 
 class ExecutionRepo:
-    def __init__(self, store: Store) -> None:
-        self.store = store
-        raw = store.raw
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        raw = db.raw
         self._insert_sql = raw.insert_sql("executions", _INSERT_COLUMNS)
         self._update_sql = raw.update_sql("executions", _UPDATABLE, "id")
         self._events_sql = raw.insert_sql("execution_events", _EVENT_COLUMNS)
@@ -134,19 +132,19 @@ class ExecutionRepo:
         row.update(
             definition_hash=definition_hash, idempotency_key=idempotency_key, args_hash=args_hash
         )
-        self.store.raw.run(conn, self._insert_sql, _params(row, _INSERT_COLUMNS))
+        self.db.raw.run(conn, self._insert_sql, _params(row, _INSERT_COLUMNS))
 
     def update(self, conn: Connection, execution: Execution) -> None:
         row = to_row(execution)
         params = (*_params(row, _UPDATABLE), execution.id)
-        self.store.raw.run(conn, self._update_sql, params)
+        self.db.raw.run(conn, self._update_sql, params)
 
     def add_events(
         self, conn: Connection, execution_id: str, events: Sequence[tuple[int, Event]]
     ) -> None:
         if events:
             rows = [(execution_id, seq, e.ts, e.type, dumps(e.data)) for seq, e in events]
-            self.store.raw.run_many(conn, self._events_sql, rows)
+            self.db.raw.run_many(conn, self._events_sql, rows)
 
     def last_seq(self, conn: Connection, execution_id: str) -> int:
         value = conn.execute(
@@ -155,12 +153,12 @@ class ExecutionRepo:
         return int(value or 0)
 
     def get(self, execution_id: str) -> Execution | None:
-        with self.store.read() as conn:
+        with self.db.read() as conn:
             row = conn.execute(select(_EXEC).where(_EXEC.c.id == execution_id)).mappings().first()
         return from_row(row) if row else None
 
     def by_idempotency_key(self, key: str) -> tuple[Execution, str | None] | None:
-        with self.store.read() as conn:
+        with self.db.read() as conn:
             row = (
                 conn.execute(select(_EXEC).where(_EXEC.c.idempotency_key == key)).mappings().first()
             )
@@ -172,7 +170,7 @@ class ExecutionRepo:
             .where(and_(_EVENTS.c.execution_id == execution_id, _EVENTS.c.seq > after))
             .order_by(_EVENTS.c.seq)
         )
-        with self.store.read() as conn:
+        with self.db.read() as conn:
             rows = conn.execute(query).all()
         return [(seq, Event(kind, data, ts)) for seq, ts, kind, data in rows]
 
@@ -198,14 +196,14 @@ class ExecutionRepo:
                     and_(_EXEC.c.created_at == created, _EXEC.c.id < ident),
                 )
             )
-        with self.store.read() as conn:
+        with self.db.read() as conn:
             rows = conn.execute(query.limit(limit + 1)).mappings().all()
         items = [from_row(r) for r in rows[:limit]]
         next_cursor = encode_cursor(items[-1]) if len(rows) > limit and items else None
         return items, next_cursor
 
     def unfinished(self) -> list[Execution]:
-        with self.store.read() as conn:
+        with self.db.read() as conn:
             rows = (
                 conn.execute(select(_EXEC).where(_EXEC.c.status == Status.RUNNING.value))
                 .mappings()
@@ -214,7 +212,7 @@ class ExecutionRepo:
         return [from_row(r) for r in rows]
 
     def count_by_status(self) -> dict[str, int]:
-        with self.store.read() as conn:
+        with self.db.read() as conn:
             rows = conn.execute(select(_EXEC.c.status, func.count()).group_by(_EXEC.c.status))
             return {status: count for status, count in rows}
 

@@ -6,17 +6,16 @@ import hashlib
 import secrets
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from sqlalchemy import Table, func, select
 
 from ongrid_skills.errors import Conflict, InvalidRequest
 from ongrid_skills.execution.records import iso, new_id
+from ongrid_skills.store.audit import AuditLog
+from ongrid_skills.store.connection import Database
 from ongrid_skills.store.models import TokenRow
 from ongrid_skills.types import Role
-
-if TYPE_CHECKING:
-    from ongrid_skills.store.database import Store
 
 _TOKENS = cast(Table, TokenRow.__table__)
 TOKEN_PREFIX = "ogs_"  # noqa: S105 - a prefix, not a secret
@@ -45,8 +44,9 @@ class TokenInfo:
 
 
 class TokenRepo:
-    def __init__(self, store: Store) -> None:
-        self.store = store
+    def __init__(self, db: Database, audit: AuditLog) -> None:
+        self.db = db
+        self.audit = audit
 
     def create(self, name: str, role: Role, actor: str = "cli") -> tuple[str, TokenInfo]:
         name = name.strip()
@@ -56,7 +56,7 @@ class TokenRepo:
             raise Conflict(f"an active token is already named {name!r}")
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
         info = TokenInfo(new_id(), name, role, time.time())
-        with self.store.tx() as conn:
+        with self.db.tx() as conn:
             conn.execute(
                 _TOKENS.insert().values(
                     id=info.id,
@@ -66,13 +66,13 @@ class TokenRepo:
                     created_at=info.created_at,
                 )
             )
-            self.store.audit.append(
+            self.audit.append(
                 conn, actor, "token.created", info.id, {"name": name, "role": role.value}
             )
         return token, info
 
     def lookup(self, token: str) -> TokenInfo | None:
-        with self.store.read() as conn:
+        with self.db.read() as conn:
             row = (
                 conn.execute(
                     select(_TOKENS).where(
@@ -85,13 +85,13 @@ class TokenRepo:
         return _info(row) if row else None
 
     def all(self) -> list[TokenInfo]:
-        with self.store.read() as conn:
+        with self.db.read() as conn:
             rows = conn.execute(select(_TOKENS).order_by(_TOKENS.c.created_at)).mappings().all()
         return [_info(r) for r in rows]
 
     def revoke(self, ident: str, actor: str = "cli") -> bool:
         """Revoke by id or by name; True when something was revoked."""
-        with self.store.tx() as conn:
+        with self.db.tx() as conn:
             result = conn.execute(
                 _TOKENS.update()
                 .where((_TOKENS.c.id == ident) | (_TOKENS.c.name == ident))
@@ -99,11 +99,11 @@ class TokenRepo:
                 .values(revoked_at=time.time())
             )
             if result.rowcount:
-                self.store.audit.append(conn, actor, "token.revoked", ident, {})
+                self.audit.append(conn, actor, "token.revoked", ident, {})
             return bool(result.rowcount)
 
     def count_active(self) -> int:
-        with self.store.read() as conn:
+        with self.db.read() as conn:
             value = conn.execute(
                 select(func.count()).select_from(_TOKENS).where(_TOKENS.c.revoked_at.is_(None))
             ).scalar()

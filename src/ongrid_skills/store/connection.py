@@ -1,7 +1,9 @@
-"""The Store: one engine, migrations on open, and write transactions that keep the audit chain.
+"""The Database: one engine, migrations on open, and the serialised write transaction.
 
 Embedded default: SQLite in WAL mode at ``$ONGRID_DATA_DIR/ongrid.db``; ``ONGRID_DATABASE_URL``
-selects another engine (PostgreSQL for replicas sharing state).
+selects another engine (PostgreSQL for replicas sharing state). Repositories receive this object,
+never the :class:`~ongrid_skills.store.facade.Store` that composes them. This module must never
+import a repository.
 """
 
 from __future__ import annotations
@@ -17,26 +19,20 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import Connection, Engine, create_engine, event
 
-from ongrid_skills.store.approvals import ApprovalRepo
-from ongrid_skills.store.audit import AuditLog
-from ongrid_skills.store.executions import ExecutionRepo
 from ongrid_skills.store.rawsql import RawSQL
-from ongrid_skills.store.tokens import TokenRepo
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 
 
-class Store:
+class Database:
+    """One engine and one kept writer connection; ``tx()`` for writes, ``read()`` for reads."""
+
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.dialect = engine.dialect.name
         self._write_lock = threading.RLock()
         self.raw = RawSQL(engine)
         self._writer: Connection | None = None
-        self.audit = AuditLog(self)
-        self.executions = ExecutionRepo(self)
-        self.approvals = ApprovalRepo(self)
-        self.tokens = TokenRepo(self)
 
     @contextmanager
     def tx(self) -> Iterator[Connection]:
@@ -82,8 +78,8 @@ def database_url(data_dir: str, url: str | None) -> str:
     return f"sqlite:///{os.path.abspath(os.path.join(data_dir, 'ongrid.db'))}"
 
 
-def open_store(data_dir: str = ".ongrid", url: str | None = None) -> Store:
-    """Open (and create or migrate) the store."""
+def open_database(data_dir: str = ".ongrid", url: str | None = None) -> Database:
+    """Open (and create or migrate) the database."""
     resolved = database_url(data_dir, url)
     kwargs: dict[str, Any] = {}
     if resolved.startswith("sqlite"):
@@ -92,9 +88,9 @@ def open_store(data_dir: str = ".ongrid", url: str | None = None) -> Store:
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
         event.listen(engine, "begin", _begin)
-    store = Store(engine)
-    store.migrate()
-    return store
+    db = Database(engine)
+    db.migrate()
+    return db
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:

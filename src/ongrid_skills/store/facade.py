@@ -1,0 +1,52 @@
+"""The Store: the database and its repositories, composed once per process.
+
+Everything above the store (manager, approval desk, doors) talks to this object; the repositories
+below it only see the :class:`~ongrid_skills.store.connection.Database`, so no repository ever
+imports the Store (this was an import circle).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from sqlalchemy import Connection
+
+from ongrid_skills.store.approvals import ApprovalRepo
+from ongrid_skills.store.audit import AuditLog
+from ongrid_skills.store.connection import Database, open_database
+from ongrid_skills.store.executions import ExecutionRepo
+from ongrid_skills.store.tokens import TokenRepo
+
+
+class Store:
+    """The repositories over one :class:`Database`: ``executions``, ``approvals``, ``audit``,
+    ``tokens``; ``tx()`` and ``read()`` are the database's."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self.engine = db.engine
+        self.dialect = db.dialect
+        self.audit = AuditLog(db)
+        self.executions = ExecutionRepo(db)
+        self.approvals = ApprovalRepo(db)
+        self.tokens = TokenRepo(db, self.audit)
+
+    @contextmanager
+    def tx(self) -> Iterator[Connection]:
+        """One write transaction (see :meth:`Database.tx`)."""
+        with self.db.tx() as conn:
+            yield conn
+
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        with self.db.read() as conn:
+            yield conn
+
+    def close(self) -> None:
+        self.db.close()
+
+
+def open_store(data_dir: str = ".ongrid", url: str | None = None) -> Store:
+    """Open (and create or migrate) the store."""
+    return Store(open_database(data_dir, url))
