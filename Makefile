@@ -26,6 +26,7 @@ lint: $(STAMP)
 
 types: $(STAMP)
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 unit: $(STAMP)
 	$(BIN)/pytest

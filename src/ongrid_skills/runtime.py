@@ -27,6 +27,7 @@ from ongrid_skills.settings import Settings
 from ongrid_skills.skills.discovery import LogSink, default_sink
 from ongrid_skills.skills.registry import Registry, RegistryHolder, build_registry
 from ongrid_skills.store import Store, open_store
+from ongrid_skills.types import Role
 
 LOG = logging.getLogger("ongrid_skills.runtime")
 WATCH_DEBOUNCE_MS = 500
@@ -149,6 +150,14 @@ async def open_manager(
         await manager.close()
         if store is None:
             own_store.close()
+
+
+def bootstrap_admin_token(store: Store) -> str | None:
+    """On first start (no active token), create an admin token and return it, once."""
+    if store.tokens.count_active():
+        return None
+    token, _ = store.tokens.create("admin", Role.ADMIN, actor="manager")
+    return token
 
 
 def watched_dirs(settings: Settings) -> list[str]:

@@ -56,7 +56,7 @@ def serve(ctx: click.Context, host: str, port: int, watch: bool, access_log: boo
     import uvicorn  # noqa: PLC0415 - lazy: see above
 
     from ongrid_skills.doors.asgi import create_app  # noqa: PLC0415
-    from ongrid_skills.doors.rest.auth import bootstrap_admin_token  # noqa: PLC0415
+    from ongrid_skills.runtime import bootstrap_admin_token  # noqa: PLC0415
 
     settings = ctx.obj.settings()
     store = _store(ctx)

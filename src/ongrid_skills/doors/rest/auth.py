@@ -12,7 +12,6 @@ from ongrid_skills.errors import Unauthorized
 from ongrid_skills.governance.principal import Principal
 from ongrid_skills.store import Store
 from ongrid_skills.store.tokens import TokenInfo
-from ongrid_skills.types import Role
 
 CACHE_SECONDS = 2.0
 
@@ -49,14 +48,6 @@ class Authenticator:
 
     def forget(self) -> None:
         self._cache.clear()
-
-
-def bootstrap_admin_token(store: Store) -> str | None:
-    """On first start (no active token), create an admin token and return it, once."""
-    if store.tokens.count_active():
-        return None
-    token, _ = store.tokens.create("admin", Role.ADMIN, actor="manager")
-    return token
 
 
 #: Paths served without a token: liveness only (the web UI adds its login page and assets).
