@@ -30,7 +30,7 @@ from ongrid_skills.execution.pipeline import check_runnable, check_transportable
 from ongrid_skills.execution.records import ErrorInfo, Event, EventSink, Execution, Status
 from ongrid_skills.execution.runner import SubprocessRunner
 from ongrid_skills.execution.timeline import EventHub, Timeline
-from ongrid_skills.governance.gate import admit
+from ongrid_skills.governance.gate import admit, may_cancel
 from ongrid_skills.governance.principal import Principal
 from ongrid_skills.metrics import Metrics
 from ongrid_skills.settings import Settings
@@ -326,7 +326,7 @@ class Manager:
 
     async def cancel(self, execution_id: str, principal: Principal) -> Execution:
         execution = self.get(execution_id)
-        if principal.name != execution.requested_by and not principal.can_sign:
+        if not may_cancel(principal, execution.requested_by):
             raise Forbidden("only the requester or an operator may cancel this execution")
         if execution.status is Status.PENDING_APPROVAL and execution.approval_id:
             return self.desk.cancel(execution, principal)

@@ -10,6 +10,7 @@ came in:
 - :func:`one_confirmation_suffices` — would exactly one human's confirmation let it run now?
 - :func:`signer_problem`, :func:`approver_problem` — who may sign which approval request.
 - :func:`require_role` — does this principal hold at least this role?
+- :func:`may_cancel` — may this principal cancel a call or an agent run?
 
 It must never import a door, the manager or the store.
 """
@@ -142,6 +143,12 @@ def approver_problem(
     if principal.name == requested_by:
         return "nobody approves their own request"
     return None
+
+
+def may_cancel(principal: Principal, requested_by: str | None) -> bool:
+    """Whether ``principal`` may cancel a call or an agent run: its requester, or a human who
+    may sign approvals (operator, admin)."""
+    return principal.name == requested_by or principal.can_sign
 
 
 def requester_signs_first(principal: Principal, skill_class: SkillClass, confirmed: bool) -> bool:

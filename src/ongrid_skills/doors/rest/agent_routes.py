@@ -23,6 +23,7 @@ from ongrid_skills.agent import AgentService, RunStatus
 from ongrid_skills.doors.rest.auth import request_principal
 from ongrid_skills.doors.rest.routes import sse_message
 from ongrid_skills.errors import Conflict, Forbidden, InvalidRequest
+from ongrid_skills.governance.gate import may_cancel
 from ongrid_skills.governance.principal import Principal
 
 
@@ -101,7 +102,7 @@ async def get_run(run_id: str, agents: Agents, _caller: Caller) -> Response:
 async def cancel_run(run_id: str, agents: Agents, caller: Caller) -> Response:
     """Stop a run that is going (its calls waiting for approval are withdrawn)."""
     record = agents.get(run_id)
-    if caller.name != record.requested_by and not caller.can_sign:
+    if not may_cancel(caller, record.requested_by):
         raise Forbidden("only the requester or an operator may cancel this run")
     task = agents.tasks.get(run_id)
     run = agents.live.get(run_id)
