@@ -20,10 +20,15 @@ from typing import Protocol
 
 from sqlalchemy import Connection
 
-from ongrid_skills.errors import Conflict, Forbidden, NotFound, SkillError, UnknownSkill
+from ongrid_skills.errors import Conflict, Forbidden, NotFound
 from ongrid_skills.execution.records import ErrorInfo, Event, Execution, Status, new_id
 from ongrid_skills.execution.timeline import EventHub
-from ongrid_skills.governance.gate import approver_problem, requester_signs_first, signer_problem
+from ongrid_skills.governance.gate import (
+    admit,
+    approver_problem,
+    requester_signs_first,
+    signer_problem,
+)
 from ongrid_skills.governance.principal import Principal
 from ongrid_skills.metrics import Metrics
 from ongrid_skills.skills.model import Skill
@@ -31,7 +36,7 @@ from ongrid_skills.skills.persona import Persona
 from ongrid_skills.skills.registry import Registry
 from ongrid_skills.store import Store
 from ongrid_skills.store.approvals import Approval, Signature
-from ongrid_skills.types import SkillClass
+from ongrid_skills.types import Role, SkillClass
 
 
 class Runs(Protocol):
@@ -89,6 +94,7 @@ class ApprovalDesk:
             definition_hash=skill.definition_hash,
             persona=persona.name if persona else None,
             requested_by=principal.name,
+            requested_role=principal.role.value,
             signatures_required=required,
             status="pending",
             created_at=now,
@@ -170,12 +176,20 @@ class ApprovalDesk:
             raise Forbidden(problem)
         if any(s.principal == principal.name for s in approval.signatures):
             raise Conflict(f"{principal.name} already signed this request")
-        skill = self._unchanged_skill(approval)
+        self._admissible(approval)  # at signing: void (and raise) if it may no longer run
         now = self.clock()
         signature = Signature(principal.name, principal.role.value, "approve", now, comment)
-        collected = len(approval.approvals) + 1
-        done = collected >= approval.signatures_required
         with self.store.tx() as conn:
+            # Decide on the request as it is inside this transaction, not as it was read above:
+            # another manager sharing the store may have signed or closed it in between.
+            fresh = self.store.approvals.locked(conn, approval.id)
+            if fresh is None or fresh.status != "pending":
+                status = fresh.status if fresh else "gone"
+                raise Conflict(f"approval {approval.id} is {status}, not pending")
+            if any(s.principal == principal.name for s in fresh.signatures):
+                raise Conflict(f"{principal.name} already signed this request")
+            collected = len(fresh.approvals) + 1
+            done = collected >= fresh.signatures_required
             self.store.approvals.add_signature(conn, approval.id, signature)
             self.store.audit.append(
                 conn,
@@ -190,7 +204,11 @@ class ApprovalDesk:
                 },
             )
             if done:
-                self.store.approvals.set_status(conn, approval.id, "approved", now, None)
+                claimed = self.store.approvals.claim(
+                    conn, approval.id, expected="pending", status="approved", decided_at=now
+                )
+                if not claimed:  # rolls the signature back with the transaction
+                    raise Conflict(f"approval {approval.id} was decided by someone else")
                 self.store.audit.append(
                     conn,
                     "manager",
@@ -200,7 +218,7 @@ class ApprovalDesk:
                 )
         if done:
             self.metrics.pending_approvals.dec()
-            self._run(approval, skill)
+            self._run(approval)
         return self.get(approval.id)
 
     async def reject(
@@ -249,18 +267,50 @@ class ApprovalDesk:
             raise Conflict(f"approval {approval.id} is {approval.status}, not pending")
         return approval
 
-    def _unchanged_skill(self, approval: Approval, *, pending: bool = True) -> Skill:
-        """The skill as signed, or void the request (``pending=False``: already approved)."""
-        try:
-            skill = self.runs.registry.get(approval.skill)
-        except UnknownSkill:
-            skill = None
+    def _admissible(self, approval: Approval, *, pending: bool = True) -> Skill:
+        """The skill as signed, if the call may still run; else void the request and raise.
+
+        Asked at every signature and again just before the run: the skill's definition and
+        entry file are unchanged, and the gate still admits the call for the persona and the
+        requester as they are now (a persona reloaded stricter, a role lowered or a token
+        revoked since the request voids it). ``pending=False``: the request is already approved.
+        """
+        reason = self._void_reason(approval)
+        if reason is None:
+            return self.runs.registry.get(approval.skill)
+        self._close(approval, "void", "manager", reason, pending=pending)
+        raise Conflict(reason)
+
+    def _void_reason(self, approval: Approval) -> str | None:
+        registry = self.runs.registry
+        skill = registry.skills.get(approval.skill)
         moved = skill is not None and skill.target is not None and skill.target.changed_on_disk()
         if skill is None or moved or skill.definition_hash != approval.definition_hash:
-            reason = "the skill changed since the request; the request is void"
-            self._close(approval, "void", "manager", reason, pending=pending)
-            raise Conflict(reason)
-        return skill
+            return "the skill changed since the request; the request is void"
+        persona = None
+        if approval.persona is not None:
+            persona = registry.personas.get(approval.persona)
+            if persona is None:
+                return f"persona {approval.persona} no longer exists; the request is void"
+        role, revoked = self._requester_role(approval)
+        if revoked is not None:
+            return revoked
+        decision = admit(skill, persona, role=role)
+        if decision.action == "deny":
+            return f"{decision.reason}; the request is void"
+        return None
+
+    def _requester_role(self, approval: Approval) -> tuple[Role | None, str | None]:
+        """(the requester's role now, None) — their token's, when they hold one, else the role
+        recorded with the request (local principals such as ``cli:<user>`` hold no token) —
+        or (None, why) when every token of that name has been revoked."""
+        tokens = self.store.tokens.named(approval.requested_by)
+        if tokens:
+            active = [t for t in tokens if t.revoked_at is None]
+            if not active:
+                return None, f"the requester's token ({approval.requested_by}) was revoked"
+            return active[-1].role, None
+        return (Role(approval.requested_role) if approval.requested_role else None), None
 
     def _close(
         self, approval: Approval, status: str, actor: str, reason: str, *, pending: bool = True
@@ -310,13 +360,25 @@ class ApprovalDesk:
             seq = self.store.executions.last_seq(conn, execution_id) + 1
         self.store.executions.add_events(conn, execution_id, [(seq, event)])
 
-    def _run(self, approval: Approval, skill: Skill) -> None:
+    def _run(self, approval: Approval) -> None:
+        """Start an approved call, once: the execution row is claimed (pending_approval →
+        running) in the same transaction that records the start, so a second manager, a
+        recovery pass or a repeated signature never starts it again."""
         execution = self.store.executions.get(approval.execution_id)
         if execution is None or execution.status is not Status.PENDING_APPROVAL:
+            return
+        try:
+            skill = self._admissible(approval, pending=False)  # just before the run, again
+        except Conflict:
             return
         execution.args = approval.args  # the frozen args, exactly as signed
         execution.status = Status.RUNNING
         with self.store.tx() as conn:
+            claimed = self.store.executions.claim(
+                conn, execution.id, Status.PENDING_APPROVAL, Status.RUNNING
+            )
+            if not claimed:
+                return
             self.store.executions.update(conn, execution)
             self.store.audit.append(
                 conn,
@@ -350,11 +412,7 @@ class ApprovalDesk:
             execution = self.store.executions.get(approval.execution_id)
             if execution is None or execution.status is not Status.PENDING_APPROVAL:
                 continue
-            try:
-                skill = self._unchanged_skill(approval, pending=False)
-            except SkillError:
-                continue
-            self._run(approval, skill)
+            self._run(approval)  # re-checks the skill and the gate first
         interval = max(1.0, min(60.0, self.ttl_seconds / 4))
         self._sweeper = asyncio.get_running_loop().create_task(self._sweep(interval))
 

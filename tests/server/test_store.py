@@ -46,7 +46,7 @@ def test_migrations_create_exactly_the_schema_of_the_models(tmp_path: Path) -> N
         store.close()
 
     assert differences == []
-    assert version == "0002"  # the head: 0002 added the agent runs
+    assert version == "0003"  # the head: 0003 added the requester's role to approvals
 
 
 def test_opening_a_migrated_store_again_migrates_nothing_and_keeps_one_version(
@@ -57,7 +57,7 @@ def test_opening_a_migrated_store_again_migrates_nothing_and_keeps_one_version(
 
     conn = sqlite3.connect(tmp_path / "data" / "ongrid.db")
     try:
-        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [("0002",)]
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [("0003",)]
     finally:
         conn.close()
 

@@ -50,6 +50,7 @@ class Approval:
     reason: str | None = None
     decided_at: float | None = None
     signatures: list[Signature] = field(default_factory=list)
+    requested_role: str | None = None  # the requester's role when they asked
 
     @property
     def approvals(self) -> list[Signature]:
@@ -91,6 +92,7 @@ class ApprovalRepo:
                 definition_hash=approval.definition_hash,
                 persona=approval.persona,
                 requested_by=approval.requested_by,
+                requested_role=approval.requested_role,
                 signatures_required=approval.signatures_required,
                 status=approval.status,
                 reason=approval.reason,
@@ -120,6 +122,41 @@ class ApprovalRepo:
             .where(_APPROVALS.c.id == approval_id)
             .values(status=status, decided_at=decided_at, reason=reason)
         )
+
+    def claim(
+        self,
+        conn: Connection,
+        approval_id: str,
+        *,
+        expected: str,
+        status: str,
+        decided_at: float,
+        reason: str | None = None,
+    ) -> bool:
+        """Move a request from ``expected`` to ``status`` only if it is still ``expected``.
+
+        The conditional update is the claim: of two managers (or replicas) deciding the same
+        request at the same moment, exactly one sees a row change; the other's transaction
+        must roll back. On PostgreSQL the row lock makes the loser wait, then see 0 rows."""
+        result = conn.execute(
+            _APPROVALS.update()
+            .where(_APPROVALS.c.id == approval_id, _APPROVALS.c.status == expected)
+            .values(status=status, decided_at=decided_at, reason=reason)
+        )
+        return bool(result.rowcount)
+
+    def locked(self, conn: Connection, approval_id: str) -> Approval | None:
+        """The request as it is inside the caller's write transaction, its row locked where the
+        database can (``SELECT … FOR UPDATE``; SQLite's BEGIN IMMEDIATE already serialises)."""
+        query = select(_APPROVALS).where(_APPROVALS.c.id == approval_id)
+        if self.db.dialect != "sqlite":
+            query = query.with_for_update()
+        first = conn.execute(query).mappings().first()
+        if first is None:
+            return None
+        approval = _from_row(first)
+        approval.signatures = self._signatures(conn, [approval.id]).get(approval.id, [])
+        return approval
 
     def get(self, approval_id: str, conn: Connection | None = None) -> Approval | None:
         if conn is None:
@@ -184,4 +221,5 @@ def _from_row(row: Any) -> Approval:
         created_at=row["created_at"],
         expires_at=row["expires_at"],
         decided_at=row["decided_at"],
+        requested_role=row["requested_role"],
     )

@@ -157,6 +157,16 @@ class ExecutionRepo:
             row = conn.execute(select(_EXEC).where(_EXEC.c.id == execution_id)).mappings().first()
         return from_row(row) if row else None
 
+    def claim(self, conn: Connection, execution_id: str, expected: Status, status: Status) -> bool:
+        """Move an execution row from ``expected`` to ``status`` only if it still is
+        ``expected``: the one start of an approved call, whoever tries it."""
+        result = conn.execute(
+            _EXEC.update()
+            .where(_EXEC.c.id == execution_id, _EXEC.c.status == expected.value)
+            .values(status=status.value)
+        )
+        return bool(result.rowcount)
+
     def by_idempotency_key(self, key: str) -> tuple[Execution, str | None] | None:
         with self.db.read() as conn:
             row = (

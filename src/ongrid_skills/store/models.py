@@ -63,6 +63,7 @@ class ApprovalRow(Base):
     definition_hash: Mapped[str] = mapped_column(String(64))
     persona: Mapped[str | None] = mapped_column(String(128))
     requested_by: Mapped[str] = mapped_column(String(128))
+    requested_role: Mapped[str | None] = mapped_column(String(16))  # None: before migration 0003
     signatures_required: Mapped[int] = mapped_column(Integer)
     status: Mapped[str] = mapped_column(String(16), index=True)
     reason: Mapped[str | None] = mapped_column(Text)

@@ -89,6 +89,14 @@ class TokenRepo:
             rows = conn.execute(select(_TOKENS).order_by(_TOKENS.c.created_at)).mappings().all()
         return [_info(r) for r in rows]
 
+    def named(self, name: str) -> list[TokenInfo]:
+        """Every token ever issued under ``name`` (revoked ones too), oldest first."""
+        with self.db.read() as conn:
+            rows = conn.execute(
+                select(_TOKENS).where(_TOKENS.c.name == name).order_by(_TOKENS.c.created_at)
+            ).mappings()
+            return [_info(r) for r in rows]
+
     def revoke(self, ident: str, actor: str = "cli") -> bool:
         """Revoke by id or by name; True when something was revoked."""
         with self.db.tx() as conn:
