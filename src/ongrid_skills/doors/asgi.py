@@ -31,7 +31,7 @@ def create_app(
     """Build the app. The store opens and the registry loads when the app starts; SIGHUP
     reloads, and with ``watch`` so do file changes under the configured dirs."""
     # The MCP SDK takes about a second to import: only the server pays for it, not every command.
-    from ongrid_skills.doors.mcp.server import McpHttp, mcp_route  # noqa: PLC0415
+    from ongrid_skills.doors.mcp import McpHttp, mcp_route  # noqa: PLC0415
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

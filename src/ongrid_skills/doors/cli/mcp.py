@@ -60,7 +60,7 @@ def mcp_command(ctx: click.Context, persona: str | None, watch: bool) -> None:
 
 
 async def _serve(settings: Settings, persona: str | None, watch: bool, sink: LogSink) -> None:
-    from ongrid_skills.doors.mcp.server import serve_stdio  # noqa: PLC0415 - the MCP SDK is slow to import
+    from ongrid_skills.doors.mcp import serve_stdio  # noqa: PLC0415 - the MCP SDK is slow to import
 
     async with (
         open_manager(settings, loader_sink=sink) as manager,
