@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import yaml
 
 from ongrid_skills.agent import AgentRun, AgentService, RunRecord
+from ongrid_skills.agent.loop import Confirm
 from ongrid_skills.execution.records import Event
 from ongrid_skills.governance.principal import Principal
 from ongrid_skills.manager import Manager
@@ -92,13 +93,15 @@ def run_agent(
     *,
     requester: Principal = OLGA,
     during: During | None = None,
+    confirm: Confirm | None = None,
 ) -> Outcome:
-    """One run to its end, in-process, on a real manager and store; ``during`` runs beside it."""
+    """One run to its end, in-process, on a real manager and store; ``during`` runs beside it;
+    ``confirm`` is the inline confirmation of a human at the terminal (as ``chat`` on a tty)."""
 
     async def main() -> Outcome:
         async with open_manager(settings, loader_sink=lambda _line: None) as manager:
             service = AgentService(manager, poll_seconds=0.05)
-            run = service.create(persona, requester)
+            run = service.create(persona, requester, confirm=confirm)
             events: list[Event] = []
             run.listeners.append(events.append)
             if during is None:

@@ -6,12 +6,14 @@ import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from ongrid_skills.agent import AgentRun, AgentService, RunStore
 from ongrid_skills.governance.principal import Principal
 from ongrid_skills.manager import Manager
+from ongrid_skills.skills.model import Skill
 from ongrid_skills.store import open_store
 from ongrid_skills.types import Role
 from tests.agent.fakes import FakeLLM, Reply, call
@@ -307,6 +309,37 @@ def test_a_mutating_call_waits_for_approval_and_a_rejection_reaches_the_model(
     assert "approval_pending" in outcome.types()
     roles = [m["role"] for m in outcome.body["messages"]]
     assert roles == ["user", "assistant", "pending", "tool", "assistant"]
+
+
+def test_at_a_terminal_a_call_with_invalid_args_is_not_offered_for_confirmation(
+    tmp_path: Path, skills_root: Path, make_skill: MakeSkill, fake: FakeLLM
+) -> None:
+    schema = {"type": "object", "properties": {"flag": {"type": "string"}}, "required": ["flag"]}
+    folder = make_skill("set_flag", ECHO, schema=schema, **{"class": "mutating"})
+    write_persona(tmp_path, "fixer", "mutating-with-confirm")
+    fake.add(
+        Reply(calls=[call("set_flag", {"flag": 7})]),  # against the schema: never asked
+        Reply(calls=[call("set_flag", {"flag": "maintenance"})]),  # valid: asked, declined
+        Reply("nothing was changed"),
+    )
+    asked: list[tuple[str, Any]] = []
+
+    async def confirm(skill: Skill, args: Any) -> bool:
+        asked.append((skill.name, args))
+        return False
+
+    settings = agent_settings(tmp_path, skills_root, fake)
+    outcome = run_agent(settings, "set maintenance", "fixer", confirm=confirm)
+    assert outcome.record.final_answer == "nothing was changed"
+    assert asked == [("set_flag", {"flag": "maintenance"})]
+    invalid = envelope(fake.results_by_tool(1)["set_flag"])
+    assert invalid["error"]["code"] == "invalid_args"
+    assert invalid["error"]["details"][0]["pointer"] == "/flag"
+    declined = envelope(fake.results_by_tool(2)["set_flag"])
+    assert declined["error"]["code"] == "rejected"
+    assert [m["status"] for m in outcome.tool_messages()] == ["invalid_args", "rejected"]
+    assert "pending" not in [m["role"] for m in outcome.body["messages"]]
+    assert not (folder / "calls.log").exists()
 
 
 def test_the_run_and_its_transcript_and_events_are_stored(

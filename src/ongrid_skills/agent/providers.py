@@ -6,7 +6,8 @@ format, sends it with the tools, and hands back one :class:`~.transcript.Turn`.
 
 Retries with exponential backoff on 408/409/429/5xx and connection errors are the SDKs' own
 (``max_retries``, honouring ``Retry-After``); what is still failing after them becomes a
-:class:`ProviderError` with a message an operator can act on.
+:class:`ProviderError` with a message an operator can act on, mapped in one place for both SDKs.
+A provider only talks to a model: it must never run a skill, touch the store or import a door.
 """
 
 from __future__ import annotations
@@ -24,11 +25,13 @@ if TYPE_CHECKING:
     from anthropic import AsyncAnthropic
     from openai import AsyncOpenAI
 
+#: Where a provider streams the text of an answer as it comes.
 TextSink = Callable[[str], None]
 OPENAI_DEFAULT_URL = "https://api.openai.com/v1"
 ANTHROPIC_DEFAULT_URL = "https://api.anthropic.com"
 #: An API key for local endpoints that need none (Ollama, LM Studio, vLLM without --api-key).
 PLACEHOLDER_KEY = "not-needed"
+NO_ANTHROPIC_KEY = "no API key for anthropic: set ONGRID_LLM_API_KEY or ANTHROPIC_API_KEY"
 
 
 class ProviderError(SkillError):
@@ -46,6 +49,8 @@ class ProviderError(SkillError):
 
 
 class Provider(Protocol):
+    """One LLM endpoint: ``complete`` asks for the next turn of a transcript."""
+
     name: str  # openai | anthropic
     model: str
     base_url: str
@@ -64,6 +69,8 @@ class Provider(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class ProviderConfig:
+    """Which provider, model and endpoint a run uses, and how patiently (from the settings)."""
+
     provider: str
     model: str
     base_url: str | None = None
@@ -87,7 +94,12 @@ class ProviderConfig:
         )
 
 
+#: Builds the provider of a run (tests pass their own).
+ProviderFactory = Callable[[ProviderConfig], Provider]
+
+
 def make_provider(config: ProviderConfig) -> Provider:
+    """The provider ``config`` names (``openai`` or ``anthropic``)."""
     if config.provider == "anthropic":
         return AnthropicProvider(config)
     if config.provider == "openai":
@@ -129,6 +141,33 @@ def _status_error(status: int, detail: str, model: str, url: str, retries: int) 
             "provider_rate_limited",
         )
     return ProviderError(f"provider error: HTTP {status} from {url}: {detail}")
+
+
+def _failure(
+    exc: Exception, sdk: Any, config: ProviderConfig, url: str, *, no_key: str | None = None
+) -> ProviderError:
+    """What an SDK's exception becomes, after the SDK's own retries.
+
+    ``sdk`` is the ``openai`` or ``anthropic`` module: both raise the same shapes (a status
+    error, a timeout — a kind of connection error, so tested first — and a connection error).
+    ``no_key``: the message for an SDK that reports a missing key as "authentication method".
+    """
+    if isinstance(exc, sdk.APIStatusError):
+        failed: Any = exc
+        detail = _detail(failed.body, failed.message)
+        return _status_error(failed.status_code, detail, config.model, url, config.max_retries)
+    if isinstance(exc, sdk.APITimeoutError):
+        return ProviderError(
+            f"provider timed out at {url} after {config.timeout_seconds} s",
+            "provider_unreachable",
+        )
+    if isinstance(exc, sdk.APIConnectionError):
+        return ProviderError(
+            f"provider unreachable at {url}: {exc.__cause__ or exc}", "provider_unreachable"
+        )
+    if no_key is not None and "authentication method" in str(exc):
+        return ProviderError(no_key, "provider_config")
+    return ProviderError(f"provider error: {exc}")
 
 
 # ---- OpenAI-compatible ------------------------------------------------------------------------
@@ -177,23 +216,8 @@ class OpenAIProvider:
             response = await self.client.chat.completions.create(
                 model=self.model, messages=payload, tools=offered
             )
-        except openai.APIStatusError as exc:
-            detail = _detail(exc.body, exc.message)
-            raise _status_error(
-                exc.status_code, detail, self.model, self.base_url, self.config.max_retries
-            ) from None
-        except openai.APITimeoutError:
-            raise ProviderError(
-                f"provider timed out at {self.base_url} after {self.config.timeout_seconds} s",
-                "provider_unreachable",
-            ) from None
-        except openai.APIConnectionError as exc:
-            raise ProviderError(
-                f"provider unreachable at {self.base_url}: {exc.__cause__ or exc}",
-                "provider_unreachable",
-            ) from None
         except openai.OpenAIError as exc:
-            raise ProviderError(f"provider error: {exc}") from None
+            raise _failure(exc, openai, self.config, self.base_url) from None
         if not response.choices:
             raise ProviderError(f"provider error: a reply without choices from {self.base_url}")
         choice = response.choices[0]
@@ -302,28 +326,9 @@ class AnthropicProvider:
                     messages=payload,
                     tools=offered,
                 )
-        except anthropic.APIStatusError as exc:
-            detail = _detail(exc.body, exc.message)
-            raise _status_error(
-                exc.status_code, detail, self.model, self.base_url, self.config.max_retries
-            ) from None
-        except anthropic.APITimeoutError:
-            raise ProviderError(
-                f"provider timed out at {self.base_url} after {self.config.timeout_seconds} s",
-                "provider_unreachable",
-            ) from None
-        except anthropic.APIConnectionError as exc:
-            raise ProviderError(
-                f"provider unreachable at {self.base_url}: {exc.__cause__ or exc}",
-                "provider_unreachable",
-            ) from None
         except (anthropic.AnthropicError, TypeError) as exc:
-            if "authentication method" in str(exc):
-                raise ProviderError(
-                    "no API key for anthropic: set ONGRID_LLM_API_KEY or ANTHROPIC_API_KEY",
-                    "provider_config",
-                ) from None
-            raise ProviderError(f"provider error: {exc}") from None
+            no_key = NO_ANTHROPIC_KEY
+            raise _failure(exc, anthropic, self.config, self.base_url, no_key=no_key) from None
         return self._turn(message, on_text if not self.config.stream else None)
 
     @staticmethod

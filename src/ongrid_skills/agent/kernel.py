@@ -1,0 +1,163 @@
+"""The agent kernel: the service that starts, follows, resumes and closes the runs of a manager.
+
+:class:`AgentService` is what the doors use (the REST routes ``/v1/agent/runs`` and the terminal's
+``chat``): it records a new run and hands it to the loop (:class:`~.loop.AgentRun`), tracks the
+run's task, answers queries about runs, and at start-up ends the runs a dead manager left going
+and resumes those that were waiting for an approval. It must never import a door, and never
+drives a turn itself: the loop does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from ongrid_skills.agent.loop import AgentRun, Confirm
+from ongrid_skills.agent.providers import ProviderConfig, ProviderFactory, make_provider
+from ongrid_skills.agent.record import mark_interrupted
+from ongrid_skills.agent.runs import RunRecord, RunStatus, RunStore
+from ongrid_skills.agent.transcript import Message
+from ongrid_skills.errors import InvalidRequest, NotFound
+from ongrid_skills.execution.timeline import EventHub, Timeline
+from ongrid_skills.governance.principal import Principal
+from ongrid_skills.manager import Manager
+from ongrid_skills.skills.persona import Persona
+
+
+class AgentService:
+    """The runs of one manager: create, drive, follow, recover after a restart."""
+
+    def __init__(
+        self,
+        manager: Manager,
+        *,
+        provider_factory: ProviderFactory = make_provider,
+        poll_seconds: float = 0.2,
+        resumable: bool = False,
+    ) -> None:
+        self.m = manager
+        self.settings = manager.settings
+        self.runs = RunStore(manager.store)
+        self.hub = EventHub()
+        self.provider_factory = provider_factory
+        #: How often a run waiting for an approval looks at its request again.
+        self.poll_seconds = poll_seconds
+        #: Server: a run waiting for approval when the manager stops is resumed at the next start.
+        self.resumable = resumable
+        self.live: dict[str, AgentRun] = {}
+        self.tasks: dict[str, asyncio.Task[RunRecord]] = {}
+        self.closing = False
+
+    # ---- creating and running ------------------------------------------------------------
+    def model_for(self, persona: Persona, model: str | None = None) -> str:
+        """The request's model, else the persona's, else ``ONGRID_LLM_MODEL``."""
+        chosen = model or persona.model or self.settings.llm_model
+        if not chosen:
+            raise InvalidRequest(
+                "no model: set ONGRID_LLM_MODEL, the persona's model, or pass one with the run"
+            )
+        return chosen
+
+    def create(
+        self,
+        persona: str,
+        requester: Principal,
+        *,
+        model: str | None = None,
+        confirm: Confirm | None = None,
+    ) -> AgentRun:
+        """Record a new run (status running, no message yet). Raises for an unknown persona."""
+        who = self.m.registry.persona(persona)
+        config = ProviderConfig.from_settings(self.settings, self.model_for(who, model))
+        record = RunRecord(
+            persona=who.name,
+            requested_by=requester.name,
+            role=requester.role.value,
+            provider=config.provider,
+            model=config.model,
+        )
+        self.runs.insert(record)
+        with self.m.store.tx() as conn:
+            self.m.store.audit.append(
+                conn,
+                requester.name,
+                "agent.run_started",
+                record.id,
+                {"persona": who.name, "provider": config.provider, "model": config.model},
+            )
+        run = AgentRun(self, record, config, confirm=confirm, human=requester)
+        self.live[record.id] = run
+        return run
+
+    def start(self, run: AgentRun, message: str) -> asyncio.Task[RunRecord]:
+        """Drive the run with one user message in the background."""
+        return self._track(run, asyncio.get_running_loop().create_task(run.send(message)))
+
+    def _track(self, run: AgentRun, task: asyncio.Task[RunRecord]) -> asyncio.Task[RunRecord]:
+        self.tasks[run.id] = task
+
+        def done(_task: asyncio.Task[RunRecord]) -> None:
+            self.tasks.pop(run.id, None)
+            if run.record.status.final:
+                self.live.pop(run.id, None)
+
+        task.add_done_callback(done)
+        return task
+
+    # ---- queries -------------------------------------------------------------------------
+    def get(self, run_id: str) -> RunRecord:
+        record = self.runs.get(run_id)
+        if record is None:
+            raise NotFound(f"unknown agent run {run_id!r}")
+        return record
+
+    def body(self, run_id: str) -> dict[str, Any]:
+        """The run and its transcript, as the API and ``chat --json`` show them."""
+        body = self.get(run_id).to_dict()
+        body["messages"] = [m.to_dict() for m in self.runs.messages(run_id)]
+        return body
+
+    def timeline(self, run_id: str) -> Timeline | None:
+        """The live timeline of a run driven here, or None (then its events are in the store)."""
+        return self.hub.get(run_id)
+
+    # ---- start-up and shutdown -----------------------------------------------------------
+    async def recover(self) -> None:
+        """Runs left ``running`` by a dead manager become ``interrupted``; runs waiting for an
+        approval resume: they wait for their requests again and carry on when decided.
+        Only the manager that owns the data dir recovers (see Manager.claim_data_dir)."""
+        if not self.m.owns_data_dir:
+            return
+        for record in self.runs.with_status([RunStatus.RUNNING]):
+            mark_interrupted(self.runs, self.m.store, record)
+        for record in self.runs.with_status([RunStatus.WAITING_APPROVAL]):
+            run = self.restore(record)
+            self._track(run, asyncio.get_running_loop().create_task(run.resume()))
+
+    def restore(self, record: RunRecord) -> AgentRun:
+        """A stored run brought back to life with its transcript (to be resumed)."""
+        stored = self.runs.messages(record.id)
+        # The provider configured now (its URL and key may have changed), with the run's model.
+        config = ProviderConfig.from_settings(self.settings, record.model)
+        record.provider = config.provider
+        run = AgentRun(
+            self,
+            record,
+            config,
+            messages=[Message(m.role, m.content) for m in stored],
+            seq=stored[-1].seq if stored else 0,
+        )
+        self.live[record.id] = run
+        return run
+
+    async def close(self) -> None:
+        """Cancel the runs going here and wait for them (waiting runs of a resumable service
+        stay waiting, see AgentRun)."""
+        self.closing = True
+        tasks = list(self.tasks.values())
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(BaseException):
+                await task
