@@ -275,29 +275,32 @@ class ApprovalDesk:
         requester as they are now (a persona reloaded stricter, a role lowered or a token
         revoked since the request voids it). ``pending=False``: the request is already approved.
         """
-        reason = self._void_reason(approval)
-        if reason is None:
+        void = self._void_reason(approval)
+        if void is None:
             return self.runs.registry.get(approval.skill)
-        self._close(approval, "void", "manager", reason, pending=pending)
+        code, reason = void
+        self._close(approval, "void", "manager", reason, pending=pending, code=code)
         raise Conflict(reason)
 
-    def _void_reason(self, approval: Approval) -> str | None:
+    def _void_reason(self, approval: Approval) -> tuple[str, str] | None:
+        """(error code, reason) when the request may no longer run, else None."""
         registry = self.runs.registry
         skill = registry.skills.get(approval.skill)
         moved = skill is not None and skill.target is not None and skill.target.changed_on_disk()
         if skill is None or moved or skill.definition_hash != approval.definition_hash:
-            return "the skill changed since the request; the request is void"
+            return "skill_changed", "the skill changed since the request; the request is void"
         persona = None
         if approval.persona is not None:
             persona = registry.personas.get(approval.persona)
             if persona is None:
-                return f"persona {approval.persona} no longer exists; the request is void"
+                reason = f"persona {approval.persona} no longer exists; the request is void"
+                return "not_permitted", reason
         role, revoked = self._requester_role(approval)
         if revoked is not None:
-            return revoked
+            return "not_permitted", f"{revoked}; the request is void"
         decision = admit(skill, persona, role=role)
         if decision.action == "deny":
-            return f"{decision.reason}; the request is void"
+            return "not_permitted", f"{decision.reason}; the request is void"
         return None
 
     def _requester_role(self, approval: Approval) -> tuple[Role | None, str | None]:
@@ -313,7 +316,14 @@ class ApprovalDesk:
         return (Role(approval.requested_role) if approval.requested_role else None), None
 
     def _close(
-        self, approval: Approval, status: str, actor: str, reason: str, *, pending: bool = True
+        self,
+        approval: Approval,
+        status: str,
+        actor: str,
+        reason: str,
+        *,
+        pending: bool = True,
+        code: str | None = None,
     ) -> None:
         """End a pending request: rejected, expired, void or cancelled (the execution too)."""
         execution_status = {
@@ -322,7 +332,7 @@ class ApprovalDesk:
             "void": Status.REJECTED,
             "cancelled": Status.CANCELLED,
         }[status]
-        code = {"void": "skill_changed"}.get(status, status)
+        code = code or {"void": "skill_changed"}.get(status, status)
         now = self.clock()
         execution = self.store.executions.get(approval.execution_id)
         with self.store.tx() as conn:

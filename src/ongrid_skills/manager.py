@@ -43,6 +43,12 @@ LOG = logging.getLogger("ongrid_skills.manager")
 FLUSH_SECONDS = 0.5
 
 
+def request_digest(name: str, args: Any, persona: str | None) -> str:
+    """What an Idempotency-Key is bound to (besides its principal): the skill, the exact args
+    and the persona. A key reused with any of them different is a conflict, never a replay."""
+    return args_digest({"skill": name, "args": args, "persona": persona})
+
+
 def args_digest(args: Any) -> str:
     raw = json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(raw.encode()).hexdigest()
@@ -134,12 +140,14 @@ class Manager:
             self._audit_refusal(principal, name, persona, exc)
             raise
         key = f"{principal.name}:{idempotency_key}" if idempotency_key else None
-        digest = args_digest(args)
+        digest = request_digest(name, args, persona)
         if key is not None:
             found = self.store.executions.by_idempotency_key(key)
             if found is not None:
                 if found[1] != digest:
-                    raise Conflict("Idempotency-Key reused with different args")
+                    raise Conflict(
+                        "Idempotency-Key reused for another request (skill, args or persona)"
+                    )
                 return found[0]
         decision = admit(skill, who, role=principal.role, confirmed=confirm and principal.human)
         execution = Execution(skill=name, args=args, persona=persona, requested_by=principal.name)
