@@ -16,7 +16,7 @@ from typing import Any
 from ongrid_skills.errors import ApprovalRequired, Denied, InvalidArgs, InvalidRequest, Violation
 from ongrid_skills.execution.inprocess import run_builtin
 from ongrid_skills.execution.records import Event, EventSink, Execution, Status
-from ongrid_skills.execution.runner import RunOutcome, SpawnSpec, SubprocessRunner
+from ongrid_skills.execution.runner import Runner, RunOutcome, SpawnSpec, SubprocessRunner
 from ongrid_skills.governance.gate import admit
 from ongrid_skills.paths import child_env
 from ongrid_skills.skills.model import Skill
@@ -53,7 +53,7 @@ async def execute(
     persona: str | None = None,
     on_event: EventSink | None = None,
     allow_dangerous: bool = False,
-    runner: SubprocessRunner | None = None,
+    runner: Runner | None = None,
     requested_by: str | None = None,
 ) -> Execution:
     """Run ``name`` with ``args`` and return its Execution.
@@ -86,7 +86,7 @@ async def run_skill(
     skill: Skill,
     execution: Execution,
     on_event: EventSink | None,
-    runner: SubprocessRunner,
+    runner: Runner,
     *,
     registry: Registry | None = None,
     persona: Persona | None = None,
