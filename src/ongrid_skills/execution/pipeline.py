@@ -106,7 +106,14 @@ async def run_skill(
         emit(Event("status", {"status": execution.status.value}))
         return
     target = skill.target
-    assert target is not None, "check_runnable() refuses skills without a target"
+    # Loaded skills always hold a callable or a target: skill.json and ``exec:`` tools get a
+    # target from their loader, an unresolvable ``builtin:`` tool is loaded unavailable and
+    # admit() denies it, instructions skills are refused by check_runnable(). Only a Skill built
+    # by hand with neither gets here.
+    assert target is not None, (
+        f"skill {skill.name} has neither a built-in callable nor a target: loaders give every "
+        "available skill one of them, and admit() denies unavailable ones"
+    )
     spec = SpawnSpec(
         entry=target.entry,
         root=target.root,
