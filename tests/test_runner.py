@@ -18,14 +18,9 @@ import pytest
 
 import ongrid_skills
 from ongrid_skills.execution.records import Event, Status
-from ongrid_skills.execution.runner import (
-    LINE_CAP,
-    STDERR_BUDGET,
-    STDOUT_CAP,
-    TAIL_BYTES,
-    RunOutcome,
-    SubprocessRunner,
-)
+from ongrid_skills.execution.runner import RunOutcome, SubprocessRunner
+from ongrid_skills.execution.stderr import LINE_CAP, STDERR_BUDGET, TAIL_BYTES
+from ongrid_skills.execution.wire import STDOUT_CAP
 from tests.runner_support.helpers import (
     Call,
     assert_gone,

@@ -20,6 +20,10 @@ from ongrid_skills import (
     UnknownPersona,
     UnknownSkill,
 )
+from ongrid_skills.execution.function_runner import FunctionRunner
+from ongrid_skills.skills.model import Skill
+from ongrid_skills.skills.registry import Registry
+from tests.native import load, write_skill_md
 from tests.support import MakeSkill
 
 ECHO = "#!/bin/sh\ncat\n"
@@ -215,3 +219,36 @@ def test_the_child_gets_only_the_allowed_environment_names(
     env.pop("LC_CTYPE", None)  # CPython may coerce the C locale in the child itself
     assert set(env) == {"PATH", "ONGRID_TEST_ALLOWED"}
     assert env["ONGRID_TEST_ALLOWED"] == "visible"
+
+
+# ---- which guard keeps a target-less skill away from the runner ------------------------------
+def test_a_tool_whose_builtin_cannot_be_resolved_is_denied_before_the_runner_is_asked(
+    tmp_path: Path,
+) -> None:
+    native = tmp_path / "native"
+    write_skill_md(
+        native,
+        "gone",
+        {
+            "name": "cache_gone",
+            "description": "A cache tool that cannot load.",
+            "tools": [{"name": "cache_gone", "impl": "builtin:nope.nothing"}],
+        },
+    )
+    registry, _lines = load([native])
+    skill = registry.get("cache_gone")
+    assert (skill.builtin, skill.target, skill.available) == (None, None, False)
+    runner = FunctionRunner(lambda _spec, _args: {})
+
+    with pytest.raises(Denied, match=r"unavailable: unknown impl builtin:nope\.nothing"):
+        run(registry, "cache_gone", {}, runner=runner)
+    assert runner.calls == []
+
+
+def test_only_a_hand_built_skill_with_neither_callable_nor_target_reaches_the_assertion() -> None:
+    registry = Registry({"bare": Skill(name="bare", description="no callable, no target")})
+    runner = FunctionRunner(lambda _spec, _args: {})
+
+    with pytest.raises(AssertionError, match="neither a built-in callable nor a target"):
+        run(registry, "bare", {}, runner=runner)
+    assert runner.calls == []

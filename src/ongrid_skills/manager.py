@@ -28,7 +28,7 @@ from ongrid_skills.errors import (
 )
 from ongrid_skills.execution.pipeline import check_runnable, check_transportable, run_skill
 from ongrid_skills.execution.records import ErrorInfo, Event, EventSink, Execution, Status
-from ongrid_skills.execution.runner import SubprocessRunner
+from ongrid_skills.execution.runner import Runner, SubprocessRunner
 from ongrid_skills.execution.timeline import EventHub, Timeline
 from ongrid_skills.governance.gate import admit, may_cancel
 from ongrid_skills.governance.principal import Principal
@@ -61,14 +61,14 @@ class Manager:
         store: Store,
         holder: RegistryHolder,
         *,
-        runner: SubprocessRunner | None = None,
+        runner: Runner | None = None,
         metrics: Metrics | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.settings = settings
         self.store = store
         self.holder = holder
-        self.runner = runner or SubprocessRunner()
+        self.runner: Runner = runner or SubprocessRunner()
         self.metrics = metrics or Metrics()
         self.clock = clock
         self.hub = EventHub()

@@ -20,7 +20,7 @@ from contextlib import asynccontextmanager
 
 from watchfiles import awatch
 
-from ongrid_skills.execution.runner import SubprocessRunner
+from ongrid_skills.execution.runner import Runner
 from ongrid_skills.manager import Manager
 from ongrid_skills.metrics import Metrics
 from ongrid_skills.settings import Settings
@@ -122,7 +122,7 @@ async def open_manager(
     settings: Settings,
     *,
     store: Store | None = None,
-    runner: SubprocessRunner | None = None,
+    runner: Runner | None = None,
     loader_sink: LogSink = default_sink,
 ) -> AsyncIterator[Manager]:
     """Open the store, load the registry, claim the data dir, recover; close it all after.

@@ -13,7 +13,7 @@ from fastapi import FastAPI
 
 from ongrid_skills.doors.rest import build_rest_app
 from ongrid_skills.doors.rest.auth import Authenticator
-from ongrid_skills.execution.runner import SubprocessRunner
+from ongrid_skills.execution.runner import Runner
 from ongrid_skills.runtime import open_manager, reload_triggers
 from ongrid_skills.settings import Settings
 from ongrid_skills.skills.discovery import LogSink, default_sink
@@ -24,7 +24,7 @@ def create_app(
     settings: Settings,
     *,
     store: Store | None = None,
-    runner: SubprocessRunner | None = None,
+    runner: Runner | None = None,
     loader_sink: LogSink = default_sink,
     watch: bool = False,
 ) -> FastAPI:

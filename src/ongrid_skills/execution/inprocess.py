@@ -25,7 +25,8 @@ from typing import Any
 
 from ongrid_skills.builtins.base import BuiltinContext, BuiltinFailure
 from ongrid_skills.execution.records import ErrorInfo, Event, EventSink, Status
-from ongrid_skills.execution.runner import TAIL_BYTES, RunOutcome
+from ongrid_skills.execution.runner import RunOutcome
+from ongrid_skills.execution.stderr import TAIL_BYTES
 from ongrid_skills.governance.gate import persona_permits
 from ongrid_skills.skills.model import Skill
 from ongrid_skills.skills.persona import Persona

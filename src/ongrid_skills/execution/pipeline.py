@@ -16,7 +16,7 @@ from typing import Any
 from ongrid_skills.errors import ApprovalRequired, Denied, InvalidArgs, InvalidRequest, Violation
 from ongrid_skills.execution.inprocess import run_builtin
 from ongrid_skills.execution.records import Event, EventSink, Execution, Status
-from ongrid_skills.execution.runner import RunOutcome, SpawnSpec, SubprocessRunner
+from ongrid_skills.execution.runner import Runner, RunOutcome, SpawnSpec, SubprocessRunner
 from ongrid_skills.governance.gate import admit
 from ongrid_skills.paths import child_env
 from ongrid_skills.skills.model import Skill
@@ -53,7 +53,7 @@ async def execute(
     persona: str | None = None,
     on_event: EventSink | None = None,
     allow_dangerous: bool = False,
-    runner: SubprocessRunner | None = None,
+    runner: Runner | None = None,
     requested_by: str | None = None,
 ) -> Execution:
     """Run ``name`` with ``args`` and return its Execution.
@@ -86,7 +86,7 @@ async def run_skill(
     skill: Skill,
     execution: Execution,
     on_event: EventSink | None,
-    runner: SubprocessRunner,
+    runner: Runner,
     *,
     registry: Registry | None = None,
     persona: Persona | None = None,
@@ -106,7 +106,14 @@ async def run_skill(
         emit(Event("status", {"status": execution.status.value}))
         return
     target = skill.target
-    assert target is not None, "check_runnable() refuses skills without a target"
+    # Loaded skills always hold a callable or a target: skill.json and ``exec:`` tools get a
+    # target from their loader, an unresolvable ``builtin:`` tool is loaded unavailable and
+    # admit() denies it, instructions skills are refused by check_runnable(). Only a Skill built
+    # by hand with neither gets here.
+    assert target is not None, (
+        f"skill {skill.name} has neither a built-in callable nor a target: loaders give every "
+        "available skill one of them, and admit() denies unavailable ones"
+    )
     spec = SpawnSpec(
         entry=target.entry,
         root=target.root,

@@ -1,15 +1,22 @@
-"""The subprocess runner: the only module that spawns a skill (SPEC §4).
+"""The child's life: the only module that spawns a skill (SPEC §4), and the Runner protocol.
 
 One call = one child, spawned directly (argv ``[entry]``, no shell) in a new session, cwd = the
 skill's folder, environment = exactly the allowed names. Everything after the spawn is driven by
 the event loop without threads: the pipes are non-blocking readers/writers of the loop, and the
-child's exit is watched through a pidfd. The child is reaped only after its process group was
-killed, so a group id can never be recycled under us.
+child's exit is watched through a pidfd. This module owns that state machine: spawn, stdin,
+draining, exit, SIGTERM → 2 s → SIGKILL on timeout, ≤ 1 s for the pipes to close once the main
+process has exited (then the group is killed), reaping, and the verdict from the exit status.
+What the bytes mean is not decided here: stdout goes to :mod:`ongrid_skills.execution.wire`
+(16 MiB cap, result decoding), stderr to :mod:`ongrid_skills.execution.stderr` (line events,
+budget, tail). Descendants that escaped the group (``setsid`` daemons) are found by the orphan
+sweeper (:mod:`ongrid_skills.execution.reaper`) and killed after every call.
 
-Limits: stdout ≤ 16 MiB, stderr lines ≤ 8 KiB, ≤ 1 MiB of stderr in the timeline (always
-drained), 4 KiB stderr tail, SIGTERM → 2 s → SIGKILL on timeout, ≤ 1 s for the pipes to close
-once the main process has exited. Descendants that escaped the group (``setsid`` daemons) are
-found by the orphan sweeper (:mod:`ongrid_skills.execution.reaper`) and killed after every call.
+It must never use a shell, inherit the manager's environment, block the event loop, or reap a
+child before its process group was killed (see :meth:`_Call._finish`).
+
+:class:`Runner` is all the pipeline and the manager need from a runner; besides
+:class:`SubprocessRunner`, :class:`~ongrid_skills.execution.function_runner.FunctionRunner`
+implements it in-process for tests.
 """
 
 from __future__ import annotations
@@ -17,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import json
 import os
 import select
 import signal
@@ -25,16 +31,14 @@ import subprocess
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from ongrid_skills.execution.reaper import OrphanReaper
 from ongrid_skills.execution.records import ErrorInfo, Event, EventSink, Status
+from ongrid_skills.execution.stderr import StderrTimeline
+from ongrid_skills.execution.wire import STDOUT_CAP, StdoutBuffer, decode_result
 from ongrid_skills.paths import check_entry
 
-STDOUT_CAP = 16 * 1024 * 1024
-LINE_CAP = 8 * 1024
-STDERR_BUDGET = 1024 * 1024
-TAIL_BYTES = 4 * 1024
 KILL_GRACE_SECONDS = 2.0
 LINGER_SECONDS = 1.0
 ABANDON_REAP_SECONDS = 0.1  # how long a cancelled call waits for its SIGKILLed child
@@ -55,6 +59,8 @@ class SpawnSpec:
 
 @dataclass(slots=True)
 class RunOutcome:
+    """How one call ended: its status and error, the verbatim result, exit code and stderr."""
+
     status: Status
     stdout: bytes = b""
     result: Any = None
@@ -66,6 +72,18 @@ class RunOutcome:
     orphans_killed: int = 0
     started_at: float | None = None
     duration_ms: float = 0.0
+
+
+class Runner(Protocol):
+    """Runs one admitted call of a skill with a target: all the pipeline and manager ask of it."""
+
+    async def run(
+        self, spec: SpawnSpec, payload: bytes, on_event: EventSink | None = None
+    ) -> RunOutcome:
+        """Run the call to its end: ``payload`` is the args JSON, ``on_event`` gets the
+        timeline events. A skill's failure is the outcome, never an exception; cancelling the
+        awaiting task stops the call and propagates."""
+        ...
 
 
 class SubprocessRunner:
@@ -155,13 +173,12 @@ class _Call:
         self.pid = proc.pid
         self.on_event = on_event
         self.done: asyncio.Future[None] = self.loop.create_future()
-        self.stdout = bytearray()
-        self.too_large = False
+        self.out = StdoutBuffer(runner.stdout_cap)
         self.timed_out = False
         self.timeout = timeout
         self.exited = False
         self.status: int | None = None
-        self.err = _StderrTimeline(self._emit)
+        self.err = StderrTimeline(self._emit)
         self.open_pipes = 2
         self.payload = memoryview(payload)
         self.timers: list[asyncio.TimerHandle] = []
@@ -239,13 +256,10 @@ class _Call:
                 return
             if fd == self.err_fd:
                 self.err.feed(chunk)
-            elif len(self.stdout) + len(chunk) > self.runner.stdout_cap:
-                self.too_large = True
+            elif not self.out.take(chunk):  # past the cap: the call is over, kill the group
                 self._kill_group(signal.SIGKILL)
                 self._close_pipe(fd)
                 return
-            else:
-                self.stdout += chunk
 
     def _close_pipe(self, fd: int) -> None:
         pipe = self.pipes.pop(fd, None)
@@ -304,6 +318,13 @@ class _Call:
         for timer in self.timers:
             timer.cancel()
         self._close_stdin()
+        # Why this order: kill the group, reap the leader, then (in SubprocessRunner.run) sweep
+        # orphans. The group id is the leader's pid, and an unreaped leader (a zombie) keeps
+        # that pid taken, so until the reap no other process can own this group id: killpg()
+        # can only hit what the skill started. Reaping first would free the id for reuse, and a
+        # late killpg() could kill an unrelated group. The sweep comes last because it kills and
+        # reaps every child of ours in the call's session: run before the reap, it would take
+        # the leader itself (losing its exit status and counting it as an orphan).
         self._kill_group(signal.SIGKILL)  # leftovers of the group that closed their pipes
         self.status = _reap(self.pid)
         self.proc.returncode = self.status
@@ -321,7 +342,7 @@ class _Call:
         """
         for timer in self.timers:
             timer.cancel()
-        self._kill_group(signal.SIGKILL)
+        self._kill_group(signal.SIGKILL)  # before the reap, as in _finish
         self._close_stdin()
         for fd in list(self.pipes):
             self._close_pipe(fd)
@@ -352,7 +373,7 @@ class _Call:
     # ---- result ---------------------------------------------------------------------------
     def outcome(self) -> RunOutcome:
         code = self.status
-        out = RunOutcome(Status.FAILED, stdout=bytes(self.stdout), stderr_tail=self.err.tail())
+        out = RunOutcome(Status.FAILED, stdout=bytes(self.out.data), stderr_tail=self.err.tail())
         if code is not None and code >= 0:
             out.exit_code = code
         elif code is not None:
@@ -360,10 +381,9 @@ class _Call:
         if self.timed_out:
             out.status = Status.TIMED_OUT
             out.error = ErrorInfo("timed_out", f"timed out after {self.timeout:g} s")
-        elif self.too_large:
+        elif self.out.too_large:
             out.status = Status.OUTPUT_TOO_LARGE
-            cap = self.runner.stdout_cap
-            out.error = ErrorInfo("output_too_large", f"stdout exceeded {cap} bytes")
+            out.error = self.out.overflow()
         elif code is None:
             out.error = ErrorInfo("exit_status", "exit status unknown")
         elif code < 0:
@@ -371,135 +391,14 @@ class _Call:
         elif code > 0:
             out.error = ErrorInfo("exit_status", f"exit status {code}")
         else:
-            _parse_result(out)
-        return out
-
-
-def _parse_result(out: RunOutcome) -> None:
-    raw = out.stdout.strip()
-    if not raw:
-        out.error = ErrorInfo("empty_output", "the skill wrote nothing on stdout")
-        return
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        out.error = ErrorInfo("invalid_output", f"stdout is not UTF-8 (byte {exc.start})")
-        return
-    try:
-        out.result = json.loads(text, parse_constant=_refuse_constant)
-    except _NotJson as exc:
-        out.error = ErrorInfo("invalid_output", f"stdout is not valid JSON: {exc}")
-        return
-    except json.JSONDecodeError as exc:
-        out.error = ErrorInfo(
-            "invalid_output",
-            f"stdout is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
-        )
-        return
-    except RecursionError:
-        out.error = ErrorInfo("invalid_output", "stdout JSON is nested too deeply")
-        return
-    out.status = Status.SUCCEEDED
-    out.result_text = text
-
-
-class _NotJson(ValueError):
-    pass
-
-
-def _refuse_constant(name: str) -> Any:
-    raise _NotJson(f"{name} is not a JSON value")
-
-
-class _StderrTimeline:
-    """Splits stderr into line events (8 KiB cap, 1 MiB budget) and keeps a 4 KiB tail."""
-
-    __slots__ = ("_buf", "_dropped", "_emit", "_exhausted", "_sent", "_skipping", "_tail")
-
-    def __init__(self, emit: EventSink) -> None:
-        self._emit = emit
-        self._buf = bytearray()
-        self._tail = bytearray()
-        self._skipping = False
-        self._sent = 0
-        self._exhausted = False
-        self._dropped = 0
-
-    def feed(self, chunk: bytes) -> None:
-        self._tail += chunk
-        if len(self._tail) > TAIL_BYTES:
-            del self._tail[:-TAIL_BYTES]
-        start = 0
-        while True:
-            nl = chunk.find(b"\n", start)
-            if nl < 0:
-                if not self._skipping:
-                    self._buf += chunk[start:]
-                    if len(self._buf) > LINE_CAP:
-                        self._line(bytes(self._buf[:LINE_CAP]), truncated=True)
-                        self._buf.clear()
-                        self._skipping = True
-                return
-            if self._skipping:
-                self._skipping = False
+            decoded = decode_result(out.stdout)
+            if decoded.error is not None:
+                out.error = decoded.error
             else:
-                self._buf += chunk[start:nl]
-                line = bytes(self._buf)
-                self._buf.clear()
-                if len(line) > LINE_CAP:
-                    self._line(line[:LINE_CAP], truncated=True)
-                else:
-                    self._line(line)
-            start = nl + 1
-
-    def close(self) -> None:
-        if self._buf and not self._skipping:
-            self._line(bytes(self._buf))
-        self._buf.clear()
-
-    def tail(self) -> str:
-        return self._tail.decode("utf-8", "replace")
-
-    def _line(self, raw: bytes, truncated: bool = False) -> None:
-        if raw.endswith(b"\r"):
-            raw = raw[:-1]
-        if self._exhausted:
-            self._dropped += len(raw)
-            return
-        if self._sent + len(raw) > STDERR_BUDGET:
-            self._exhausted = True
-            self._emit(Event("stderr_truncated", {"after_bytes": self._sent}))
-            return
-        self._sent += len(raw) + 1
-        if raw[:1] == b"{" and b'"progress"' in raw:
-            progress = _progress(raw)
-            if progress is not None:
-                self._emit(Event("progress", progress))
-                return
-        data: dict[str, Any] = {"line": raw.decode("utf-8", "replace")}
-        if truncated:
-            data["truncated"] = True
-        self._emit(Event("stderr", data))
-
-
-def _progress(raw: bytes) -> dict[str, Any] | None:
-    try:
-        obj = json.loads(raw)
-    except (ValueError, RecursionError):
-        return None
-    if not isinstance(obj, dict):
-        return None
-    value = obj.get("progress")
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    out: dict[str, Any] = {"progress": value}
-    total = obj.get("total")
-    if isinstance(total, int | float) and not isinstance(total, bool):
-        out["total"] = total
-    message = obj.get("message")
-    if isinstance(message, str):
-        out["message"] = message
-    return out
+                out.status = Status.SUCCEEDED
+                out.result = decoded.value
+                out.result_text = decoded.text
+        return out
 
 
 def _pidfd_open(pid: int) -> int | None:

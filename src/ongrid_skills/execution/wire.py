@@ -1,0 +1,84 @@
+"""A child's stdout → the call's result: collection under the cap, then decoding (SPEC §4).
+
+Owns the stdout half of the wire protocol: stdout is collected up to 16 MiB (one byte more and
+the call is ``output_too_large``), and once the child exited 0 it must be exactly one strict JSON
+value (UTF-8, no ``NaN``/``Infinity``). The result is handed on verbatim: ``text`` is the bytes
+the skill wrote with surrounding whitespace trimmed, never a re-serialisation of ``value``.
+
+It must never read a pipe, touch a process or look at the exit status: the runner feeds it what
+it drained and asks for a verdict only when the child ended cleanly.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from ongrid_skills.execution.records import ErrorInfo
+
+STDOUT_CAP = 16 * 1024 * 1024
+
+
+class StdoutBuffer:
+    """stdout as collected so far; refuses the chunk that would take it past ``cap``."""
+
+    __slots__ = ("cap", "data", "too_large")
+
+    def __init__(self, cap: int = STDOUT_CAP) -> None:
+        self.cap = cap
+        self.data = bytearray()
+        self.too_large = False
+
+    def take(self, chunk: bytes) -> bool:
+        """Append ``chunk``; False (and ``too_large`` set) when it would pass the cap."""
+        if len(self.data) + len(chunk) > self.cap:
+            self.too_large = True
+            return False
+        self.data += chunk
+        return True
+
+    def overflow(self) -> ErrorInfo:
+        """The error of a call whose stdout passed the cap."""
+        return ErrorInfo("output_too_large", f"stdout exceeded {self.cap} bytes")
+
+
+@dataclass(frozen=True, slots=True)
+class Decoded:
+    """stdout as a result: ``value`` and its verbatim ``text``, or the ``error`` saying why not."""
+
+    value: Any = None
+    text: str | None = None
+    error: ErrorInfo | None = None
+
+
+def decode_result(stdout: bytes) -> Decoded:
+    """Decode what a cleanly exited child wrote: one strict JSON value, kept verbatim."""
+    raw = stdout.strip()
+    if not raw:
+        return Decoded(error=ErrorInfo("empty_output", "the skill wrote nothing on stdout"))
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return Decoded(error=ErrorInfo("invalid_output", f"stdout is not UTF-8 (byte {exc.start})"))
+    try:
+        value = json.loads(text, parse_constant=_refuse_constant)
+    except _NotJson as exc:
+        return Decoded(error=ErrorInfo("invalid_output", f"stdout is not valid JSON: {exc}"))
+    except json.JSONDecodeError as exc:
+        where = f"{exc.msg} at line {exc.lineno} column {exc.colno}"
+        return Decoded(error=ErrorInfo("invalid_output", f"stdout is not valid JSON: {where}"))
+    except RecursionError:
+        return Decoded(error=ErrorInfo("invalid_output", "stdout JSON is nested too deeply"))
+    return Decoded(value, text)
+
+
+class _NotJson(ValueError):
+    pass
+
+
+def _refuse_constant(name: str) -> Any:
+    raise _NotJson(f"{name} is not a JSON value")
+
+
+__all__ = ["STDOUT_CAP", "Decoded", "StdoutBuffer", "decode_result"]
