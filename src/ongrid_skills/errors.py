@@ -177,3 +177,9 @@ class TooLarge(SkillError):
 
 class Busy(SkillError):
     code = "busy"
+
+
+class StorageFull(SkillError):
+    """The store could not write (its filesystem is full): nothing was started or recorded."""
+
+    code = "storage_full"

@@ -25,6 +25,7 @@ from ongrid_skills.errors import (
     InvalidArgs,
     NotFound,
     SkillError,
+    StorageFull,
 )
 from ongrid_skills.execution.pipeline import check_runnable, check_transportable, run_skill
 from ongrid_skills.execution.records import ErrorInfo, Event, EventSink, Execution, Status
@@ -254,10 +255,13 @@ class Manager:
         def flush() -> None:
             nonlocal flusher
             flusher = None
-            pending = timeline.unflushed()
-            if pending:
-                with self.store.tx() as conn:
-                    self.store.executions.add_events(conn, execution.id, pending)
+            try:
+                with timeline.flushing() as pending:
+                    if pending:
+                        with self.store.tx() as conn:
+                            self.store.executions.add_events(conn, execution.id, pending)
+            except StorageFull:
+                LOG.warning("events of %s kept in memory: the store is full", execution.id)
 
         def emit(event: Event) -> None:
             nonlocal flusher
@@ -305,10 +309,29 @@ class Manager:
         execution.finished_at = self.clock()
         emit(Event("status", {"status": execution.status.value}))
 
-    def _finish(self, execution: Execution, skill: Skill, timeline: Timeline) -> None:
-        with self.store.tx() as conn:
+    def _finish(
+        self, execution: Execution, skill: Skill, timeline: Timeline, delay: float = 1.0
+    ) -> None:
+        """Record the outcome (row, remaining events, audit entry) in one transaction. On a full
+        store the outcome is kept in memory and written again with a growing delay, so a call
+        that ran is never lost once space comes back (the audit chain is untouched meanwhile:
+        the failed transaction rolled back whole)."""
+        try:
+            self._record_finish(execution, skill, timeline)
+        except StorageFull:
+            LOG.error("the outcome of %s waits for space in the store", execution.id)
+            if not self.closing:
+                asyncio.get_running_loop().call_later(
+                    delay, self._finish, execution, skill, timeline, min(delay * 2, 30.0)
+                )
+            return
+        self.hub.close(execution.id)
+        self.metrics.finished(skill.name, execution.status.value, execution.duration_ms)
+
+    def _record_finish(self, execution: Execution, skill: Skill, timeline: Timeline) -> None:
+        with self.store.tx() as conn, timeline.flushing() as pending:
             self.store.executions.update(conn, execution)
-            self.store.executions.add_events(conn, execution.id, timeline.unflushed())
+            self.store.executions.add_events(conn, execution.id, pending)
             self.store.audit.append(
                 conn,
                 "manager",
@@ -322,8 +345,6 @@ class Manager:
                     "orphans_killed": execution.orphans_killed,
                 },
             )
-        self.hub.close(execution.id)
-        self.metrics.finished(skill.name, execution.status.value, execution.duration_ms)
 
     # ---- queries and control -------------------------------------------------------------
     def get(self, execution_id: str) -> Execution:

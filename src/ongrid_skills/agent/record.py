@@ -111,9 +111,9 @@ class RunRecorder:
         if self._flusher is not None:
             self._flusher.cancel()
             self._flusher = None
-        pending = self.timeline.unflushed()
-        if pending:
-            self.runs.add_events(self.id, pending)
+        with self.timeline.flushing() as pending:
+            if pending:
+                self.runs.add_events(self.id, pending)
 
     def detach(self) -> None:
         """Stop following the run live, leaving it as stored (to be resumed at the next start)."""

@@ -8,7 +8,8 @@ execution is finished and persisted it leaves the hub and is replayed from the s
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from ongrid_skills.execution.records import Event
@@ -31,10 +32,14 @@ class Timeline:
         self.finished = True
         self._wake()
 
-    def unflushed(self) -> list[tuple[int, Event]]:
-        pending = self.events[self.flushed :]
-        self.flushed = len(self.events)
-        return pending
+    @contextmanager
+    def flushing(self) -> Iterator[list[tuple[int, Event]]]:
+        """The events not stored yet. They count as stored only when the block completes: a
+        write that fails (a full disk) leaves them for the next flush instead of losing them."""
+        start = self.flushed
+        pending = self.events[start:]
+        yield pending
+        self.flushed = max(self.flushed, start + len(pending))
 
     def _wake(self) -> None:
         for waiter in self.waiters:

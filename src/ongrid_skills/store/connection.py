@@ -8,6 +8,7 @@ import a repository.
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 from collections.abc import Iterator
@@ -18,7 +19,9 @@ from typing import Any
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy.exc import OperationalError
 
+from ongrid_skills.errors import StorageFull
 from ongrid_skills.store.rawsql import RawSQL
 
 MIGRATIONS = Path(__file__).with_name("migrations")
@@ -45,11 +48,21 @@ class Database:
             try:
                 with self._writer.begin():
                     yield self._writer
-            except BaseException:
-                if self._writer.invalidated:
-                    self._writer.close()
-                    self._writer = None
+            except OperationalError as exc:
+                self._drop_invalidated()
+                if storage_full(exc):
+                    raise StorageFull(
+                        "the data store's filesystem is full: nothing was written"
+                    ) from exc
                 raise
+            except BaseException:
+                self._drop_invalidated()
+                raise
+
+    def _drop_invalidated(self) -> None:
+        if self._writer is not None and self._writer.invalidated:
+            self._writer.close()
+            self._writer = None
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
@@ -69,6 +82,21 @@ class Database:
                 self._writer.close()
                 self._writer = None
         self.engine.dispose()
+
+
+def storage_full(exc: BaseException) -> bool:
+    """Whether a database error means "no space left": SQLite's SQLITE_FULL ("database or disk
+    is full"), an OS-level ENOSPC/EDQUOT, or PostgreSQL's disk_full (SQLSTATE 53100)."""
+    original = getattr(exc, "orig", None) or exc
+    if isinstance(original, OSError) and original.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    if (
+        getattr(original, "sqlstate", None) == "53100"
+        or getattr(original, "pgcode", None) == "53100"
+    ):
+        return True
+    text = str(original).lower()
+    return "disk is full" in text or "no space left" in text
 
 
 def database_url(data_dir: str, url: str | None) -> str:

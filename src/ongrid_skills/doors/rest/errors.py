@@ -29,6 +29,7 @@ STATUS_BY_CODE = {
     "conflict": 409,
     "too_large": 413,
     "busy": 429,
+    "storage_full": 507,
     "invalid_config": 500,
     "internal_error": 500,
 }
