@@ -89,7 +89,7 @@ class ApprovalDesk:
         key: str | None,
         digest: str,
     ) -> Execution:
-        """Open a request for a call the gate answered ``approve``; the call waits, recorded."""
+        """Open a request for a call the gate answered ``approve``; it waits as pending_approval."""
         now = self.clock()
         approval = Approval(
             id=new_id(),

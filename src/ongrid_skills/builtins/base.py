@@ -15,8 +15,9 @@ defaults give the JSON schema when the SKILL.md declares none::
 The return value must be JSON-serialisable; it is the call's result. Raise
 :class:`BuiltinFailure` for an expected failure (unreachable host, missing file…): the call
 fails with ``error.code = "builtin_failed"`` and the message; any other exception is an
-``internal_error``. Built-ins must never import the registry or a loader: the registry resolves
-them by name (:mod:`ongrid_skills.skills.impls`) and hands them a :class:`Catalogue`.
+``internal_error``. A built-in sees the registry it runs against only as a :class:`Catalogue`
+(``ctx.registry``); the registry finds built-ins by name (:mod:`ongrid_skills.skills.impls`),
+never by import.
 """
 
 from __future__ import annotations
