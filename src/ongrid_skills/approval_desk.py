@@ -9,6 +9,11 @@ Rules, all enforced here and nowhere else:
   skill changed since (reload, pack upgrade, edited entry), the request is void.
 - For dangerous skills a human requester who confirmed explicitly counts as the first signer.
 - When the last signature lands, the call runs server-side with the frozen args.
+
+The desk sees the manager only through the narrow :class:`Runs` port (which is what keeps the two
+modules out of an import circle). It must never decide a permission itself (it asks
+:mod:`ongrid_skills.governance.gate`), never spawn a skill (``runs.start`` does), and never start
+an approved call without claiming its execution row first.
 """
 
 from __future__ import annotations
@@ -84,6 +89,7 @@ class ApprovalDesk:
         key: str | None,
         digest: str,
     ) -> Execution:
+        """Open a request for a call the gate answered ``approve``; it waits as pending_approval."""
         now = self.clock()
         approval = Approval(
             id=new_id(),
@@ -156,6 +162,7 @@ class ApprovalDesk:
         return execution
 
     def get(self, approval_id: str) -> Approval:
+        """The request; a pending one past its expiry is expired on the way, never shown pending."""
         approval = self.store.approvals.get(approval_id)
         if approval is None:
             raise NotFound(f"unknown approval {approval_id!r}")
@@ -168,6 +175,7 @@ class ApprovalDesk:
     async def approve(
         self, approval_id: str, principal: Principal, comment: str | None = None
     ) -> Approval:
+        """Sign as ``principal``; the last signature approves the request and starts the call."""
         approval = self._open(approval_id, principal)
         problem = approver_problem(
             principal, SkillClass(approval.skill_class), approval.requested_by
@@ -204,6 +212,14 @@ class ApprovalDesk:
                 },
             )
             if done:
+                # The claim: pending → approved as a conditional UPDATE, in the transaction that
+                # holds this signature and its audit entry. Conditional, because the decision must
+                # rest on the row as it is when written, not as it was read: the locked read
+                # above serialises signers where the database can, and ``status = 'pending'`` in
+                # the WHERE clause is what guarantees one winner even so (another replica, an
+                # expiry or a decline committing in between). Inside the transaction, because a
+                # loser must leave nothing behind: its signature and audit entry roll back with
+                # the raise. Only the winner reaches _run(), so the call starts once.
                 claimed = self.store.approvals.claim(
                     conn, approval.id, expected="pending", status="approved", decided_at=now
                 )
@@ -224,6 +240,7 @@ class ApprovalDesk:
     async def reject(
         self, approval_id: str, principal: Principal, comment: str | None = None
     ) -> Approval:
+        """Reject as ``principal`` (a signer): any one rejection ends the request."""
         approval = self._open(approval_id, principal)
         if any(s.principal == principal.name for s in approval.signatures):
             raise Conflict(f"{principal.name} already signed this request")
@@ -251,6 +268,7 @@ class ApprovalDesk:
         return self.runs.get(approval.execution_id)
 
     def cancel(self, execution: Execution, principal: Principal) -> Execution:
+        """Withdraw the pending request behind ``execution`` (the caller checked who may)."""
         assert execution.approval_id is not None
         approval = self.get(execution.approval_id)
         if approval.status != "pending":
@@ -405,6 +423,7 @@ class ApprovalDesk:
 
     # ---- time ----------------------------------------------------------------------------
     def expire_due(self) -> int:
+        """Expire every pending request past its TTL; return how many were due."""
         now = self.clock()
         with self.store.read() as conn:
             due = [i for i, expires in self.store.approvals.pending_ids(conn) if expires <= now]
@@ -433,5 +452,6 @@ class ApprovalDesk:
                 self.expire_due()
 
     def stop(self) -> None:
+        """Stop the expiry sweeper started by :meth:`recover`."""
         if self._sweeper is not None:
             self._sweeper.cancel()

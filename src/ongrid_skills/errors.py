@@ -1,25 +1,37 @@
 """The one exception tree of ongrid-skills.
 
 Every error carries a stable ``code`` (snake_case). Doors map codes, never classes or messages:
-the CLI to exit codes, REST to HTTP statuses, MCP and the agent to the error envelope.
+the CLI to exit codes, REST to HTTP statuses (``doors/rest/errors.py``), MCP and the agent to the
+error envelope. This module owns the tree only: it must never import anything of ours, and never
+maps a code to a status itself (each door does, in one place).
 
 ::
 
-    SkillError                      code
-    ├── ConfigError                 invalid_config
-    ├── ManifestError               invalid_manifest   (parse or build failure of one file)
-    ├── NotFound                    not_found
-    │   ├── UnknownSkill            not_found
-    │   └── UnknownPersona          not_found
-    ├── InvalidRequest              invalid_request    (a malformed request, e.g. not JSON)
-    ├── InvalidArgs                 invalid_args       (.violations: pointer + message)
-    ├── Denied                      denied             (policy refused the call)
-    ├── ApprovalRequired            approval_required  (human confirmation or signatures needed)
-    ├── Unauthorized                unauthorized       (no or bad credentials)
-    ├── Forbidden                   forbidden          (the principal's role does not allow it)
-    ├── Conflict                    conflict           (state does not allow it: signed twice…)
-    ├── TooLarge                    too_large          (request body over the limit)
-    └── Busy                        busy               (execution queue full)
+    SkillError                      code               HTTP  exit
+    ├── ConfigError                 invalid_config      500     2
+    ├── ManifestError               invalid_manifest    400     2  (parse or build of one file)
+    ├── NotFound                    not_found           404     2
+    │   ├── UnknownSkill            not_found           404     2
+    │   └── UnknownPersona          not_found           404     2
+    ├── InvalidRequest              invalid_request     400     2  (malformed, e.g. not JSON)
+    ├── InvalidArgs                 invalid_args        400     2  (.violations: pointer + message)
+    ├── Denied                      denied              403     3  (the gate refused the call)
+    ├── ApprovalRequired            approval_required     —     3  (confirmation/signatures first)
+    ├── Unauthorized                unauthorized        401     2  (no or bad credentials)
+    ├── Forbidden                   forbidden           403     3  (the role does not allow it)
+    ├── Conflict                    conflict            409     2  (state forbids it: signed twice…)
+    ├── TooLarge                    too_large           413     2  (request body over the limit)
+    ├── Busy                        busy                429     2  (execution queue full)
+    └── StorageFull                 storage_full        507     1  (the store's disk is full)
+
+*HTTP* is ``STATUS_BY_CODE`` of the REST door (a code it does not list answers 400; an exception
+that is no SkillError answers 500 ``internal_error``). REST never raises ApprovalRequired: a call
+that needs signatures is answered 202 with its ``pending_approval`` Execution. *exit* is what
+``ongrid-skills`` returns: ``run``, ``list``, ``show``, ``tools`` and ``new`` map the code through
+``ERROR_EXIT`` in ``doors/cli/main.py`` (1 for a code it does not list); the commands that talk to
+a server (``approvals``, ``executions``) map the HTTP status (403 → 3, other 4xx → 2, 5xx → 1),
+which is where the errors only a server raises get theirs; ``mcp`` and ``token`` exit 2 on any
+error, ``chat`` 2 for ``not_found`` and ``invalid_request``, else 1.
 
 A skill's own failure is not raised: it is the ``status`` and ``error`` of its Execution, with one
 of the codes of :data:`EXECUTION_ERROR_CODES`.
@@ -57,6 +69,7 @@ class SkillError(Exception):
         self.message = message
 
     def to_dict(self) -> dict[str, Any]:
+        """The ``error`` object of a REST answer or an envelope: ``code`` and ``message``."""
         return {"code": self.code, "message": self.message}
 
 
@@ -92,6 +105,8 @@ class ManifestError(SkillError):
 
 
 class NotFound(SkillError):
+    """An unknown skill, persona, execution, approval or agent run."""
+
     code = "not_found"
 
 
@@ -160,22 +175,32 @@ class ApprovalRequired(SkillError):
 
 
 class Unauthorized(SkillError):
+    """No bearer token, a malformed one, or one that is unknown or revoked."""
+
     code = "unauthorized"
 
 
 class Forbidden(SkillError):
+    """The caller is known, but their role (or who they are) does not allow this action."""
+
     code = "forbidden"
 
 
 class Conflict(SkillError):
+    """The current state does not allow it: not pending any more, signed twice, a reused key."""
+
     code = "conflict"
 
 
 class TooLarge(SkillError):
+    """A request body over the REST door's limit (1 MiB)."""
+
     code = "too_large"
 
 
 class Busy(SkillError):
+    """Every running slot and every queue place is taken; the caller should retry later."""
+
     code = "busy"
 
 

@@ -1,4 +1,8 @@
-"""Prometheus metrics, in a registry of their own (no global state)."""
+"""Prometheus metrics of one manager, in a collector registry of their own.
+
+Never the ``prometheus_client`` global registry: two managers in one process (tests, an embedder)
+would collide on it. This module only counts; it must never read the store.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +15,8 @@ if TYPE_CHECKING:
 
 
 class Metrics:
+    """The manager's counters and gauges, rendered for ``GET /metrics``."""
+
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         self.executions = Counter(
@@ -52,6 +58,7 @@ class Metrics:
         )
 
     def finished(self, skill: str, status: str, duration_ms: float | None) -> None:
+        """Count a call that ended; ``duration_ms`` is None when it never ran (refused, void)."""
         self.executions.labels(skill, status).inc()
         if duration_ms is not None:
             self.duration.labels(skill).observe(duration_ms / 1000)
@@ -60,8 +67,10 @@ class Metrics:
         self.busy.inc()
 
     def loaded(self, registry: Registry) -> None:
+        """Set the skill and loader-error gauges from a freshly built registry."""
         self.skills.set(len(registry))
         self.loader_errors.set(len(registry.report.errors))
 
     def render(self) -> bytes:
+        """The Prometheus text exposition of every metric."""
         return generate_latest(self.registry)

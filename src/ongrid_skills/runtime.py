@@ -112,6 +112,7 @@ class DataDirLock:
         return True
 
     def release(self) -> None:
+        """Give the data dir up: closing the descriptor drops the ``flock``."""
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None

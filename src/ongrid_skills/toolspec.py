@@ -7,6 +7,9 @@ are not tools: they are named in the system prompt and read with ``read_skill``.
 Above the deferral threshold (``ONGRID_TOOLBAG_DEFERRAL_THRESHOLD``, default 30) only the tools
 marked ``activation: always`` are offered, plus ``search_skills``; tools found by a search are
 *mounted* and offered on the following turns.
+
+Permissions are not decided here: whether a persona may see a skill is the gate's
+:func:`~ongrid_skills.governance.gate.persona_permits`. This module must never run a skill.
 """
 
 from __future__ import annotations
@@ -66,6 +69,7 @@ def instructions(
 
 
 def description_of(skill: Skill) -> str:
+    """The tool description a model reads: the description, then its ``when_to_use``."""
     if skill.when_to_use:
         return f"{skill.description}\n\nWhen to use: {skill.when_to_use}"
     return skill.description
@@ -80,6 +84,7 @@ def object_schema(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def export(skill: Skill, fmt: str) -> dict[str, Any]:
+    """One tool definition in a provider's format (``openai``, ``anthropic`` or ``mcp``)."""
     schema = object_schema(skill.schema)
     if fmt == "openai":
         return {
@@ -148,10 +153,12 @@ class Toolbag:
     mounted: set[str] = field(default_factory=set)
 
     def all_offered(self) -> list[Skill]:
+        """Every tool the persona is offered for the message, deferred or not."""
         return offered(self.registry, self.persona, self.message)
 
     @property
     def deferred(self) -> bool:
+        """Whether there are more tools than the threshold (the model must search)."""
         return len(self.all_offered()) > self.threshold
 
     def tools(self) -> list[Skill]:

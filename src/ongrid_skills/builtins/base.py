@@ -15,7 +15,9 @@ defaults give the JSON schema when the SKILL.md declares none::
 The return value must be JSON-serialisable; it is the call's result. Raise
 :class:`BuiltinFailure` for an expected failure (unreachable host, missing file…): the call
 fails with ``error.code = "builtin_failed"`` and the message; any other exception is an
-``internal_error``.
+``internal_error``. A built-in sees the registry it runs against only as a :class:`Catalogue`
+(``ctx.registry``); the registry finds built-ins by name (:mod:`ongrid_skills.skills.impls`),
+never by import.
 """
 
 from __future__ import annotations
@@ -61,9 +63,11 @@ class BuiltinContext:
     permits: Callable[[Skill], bool] = field(default=lambda _skill: True)
 
     def log(self, line: str) -> None:
+        """Add one ``stderr`` line to the call's timeline (and its stderr tail)."""
         self.emit("stderr", {"line": line})
 
     def progress(self, done: float, total: float | None = None, message: str = "") -> None:
+        """Add a ``progress`` event: ``done`` of ``total`` (when known), with a message."""
         data: dict[str, Any] = {"progress": done}
         if total is not None:
             data["total"] = total

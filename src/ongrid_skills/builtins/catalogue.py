@@ -1,4 +1,8 @@
-"""The internal catalogue tools: ``read_skill`` (progressive disclosure) and ``search_skills``."""
+"""The internal catalogue tools: ``read_skill`` (progressive disclosure) and ``search_skills``.
+
+The first line of each function's docstring is the tool's description a model reads
+(``skills.registry.internal_skills``), and its signature is the tool's schema: edit both as such.
+"""
 
 from __future__ import annotations
 

@@ -48,6 +48,7 @@ async def run_builtin(
     persona: Persona | None = None,
     config: Mapping[str, str] | None = None,
 ) -> RunOutcome:
+    """Call ``skill.builtin`` with ``args`` and return the outcome a child process would give."""
     tail: list[str] = []
     tail_size = 0
     ended = False

@@ -2,7 +2,9 @@
 
 This is the local path (Python API and CLI). It raises typed errors for what the caller did
 wrong (unknown skill or persona, invalid args, denial, approval needed) and never for the skill's
-own failure, which is the Execution's ``status`` and ``error``.
+own failure, which is the Execution's ``status`` and ``error``. It never touches the store: the
+manager's ``submit()`` reuses :func:`run_skill` and the checks here, and adds persistence, the
+approval desk and the audit around them.
 """
 
 from __future__ import annotations
@@ -131,6 +133,7 @@ async def run_skill(
 
 
 def apply_outcome(execution: Execution, outcome: RunOutcome) -> None:
+    """Copy a runner's outcome into ``execution`` and stamp its end."""
     execution.status = outcome.status
     execution.result = outcome.result
     execution.result_text = outcome.result_text

@@ -13,6 +13,12 @@ kills the ones that can be attributed to the ending call:
 
 Processes the manager started itself in a new session through other code would look like
 orphans; ongrid-skills starts none, and embedders who do can disable the sweeper.
+
+Order matters: the runner sweeps only after it killed the call's process group and reaped its
+main process (see ``_Call._finish`` in :mod:`ongrid_skills.execution.runner`). Swept earlier,
+the main process would itself be taken for an orphan, killed and reaped here, and its exit status
+lost. The sweep must never kill a process of the manager's own session, nor one that may belong
+to a call still running.
 """
 
 from __future__ import annotations
@@ -45,6 +51,8 @@ def _boot_ticks() -> float:
 
 
 class OrphanReaper:
+    """The manager's subreaper bookkeeping: the calls running now, and the sweep after each."""
+
     def __init__(self) -> None:
         self.enabled = _become_subreaper()
         self.own_sid = os.getsid(0)
@@ -52,14 +60,18 @@ class OrphanReaper:
         self.live: dict[int, float] = {}  # main pid of each running call -> start (boot ticks)
 
     def call_started(self, pid: int) -> None:
+        """Note a call's main pid and start time while it runs: its orphans are not swept yet."""
         if self.enabled:
             self.live[pid] = _boot_ticks()
 
     def call_ended(self, pid: int) -> None:
+        """Forget a call, so that the sweep may take what is left in its session."""
         self.live.pop(pid, None)
 
     def sweep(self, call_pid: int) -> int:
         """Kill the orphans attributable to the call whose main pid was ``call_pid``."""
+        # In a forked copy of the manager, self.pid is the parent's: those children are not
+        # ours to kill (and the subreaper flag is not inherited across fork anyway).
         if not self.enabled or os.getpid() != self.pid:
             return 0
         killed = 0

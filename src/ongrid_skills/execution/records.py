@@ -1,4 +1,9 @@
-"""Execution records and their timeline events."""
+"""Execution records and their timeline events.
+
+The plain data of one call: the :class:`Execution` that the API, the CLI and the store show, its
+:class:`Status`, the :class:`Event` entries of its timeline and its :class:`ErrorInfo`. Data only:
+it must never do I/O or import anything of ours.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +18,8 @@ from typing import Any
 
 
 class Status(enum.StrEnum):
+    """Where a call stands; every status but ``pending_approval`` and ``running`` is final."""
+
     PENDING_APPROVAL = "pending_approval"
     RUNNING = "running"
     SUCCEEDED = "succeeded"
@@ -28,6 +35,7 @@ class Status(enum.StrEnum):
 
     @property
     def final(self) -> bool:
+        """Whether the call has ended: nothing changes its row any more."""
         return self not in (Status.PENDING_APPROVAL, Status.RUNNING)
 
 
@@ -40,6 +48,7 @@ class Event:
     ts: float = field(default_factory=time.time)
 
     def to_dict(self) -> dict[str, Any]:
+        """The event as the API shows it: its type, its ISO time, then its fields."""
         return {"type": self.type, "ts": iso(self.ts), **self.data}
 
 
@@ -48,6 +57,8 @@ EventSink = Callable[[Event], None]
 
 @dataclass(frozen=True, slots=True)
 class ErrorInfo:
+    """The ``error`` of an Execution: a stable code, a message, and details for invalid args."""
+
     code: str
     message: str
     details: list[dict[str, Any]] | None = None
@@ -60,10 +71,12 @@ class ErrorInfo:
 
 
 def new_id() -> str:
+    """A fresh random id, 32 hex digits (executions, approvals, tokens)."""
     return uuid.uuid4().hex
 
 
 def iso(ts: float | None) -> str | None:
+    """UNIX seconds as ISO 8601 UTC with milliseconds and a ``Z``; None stays None."""
     if ts is None:
         return None
     return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
@@ -71,6 +84,8 @@ def iso(ts: float | None) -> str | None:
 
 @dataclass(slots=True)
 class Execution:
+    """One call of a skill and its outcome; ``result_text`` is the skill's stdout, verbatim."""
+
     skill: str
     args: Any
     id: str = field(default_factory=new_id)
@@ -95,6 +110,7 @@ class Execution:
         return self.status is Status.SUCCEEDED
 
     def to_dict(self) -> dict[str, Any]:
+        """The Execution with its result parsed (:meth:`to_json` keeps the text verbatim)."""
         return {
             "id": self.id,
             "skill": self.skill,

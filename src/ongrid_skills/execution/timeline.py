@@ -3,6 +3,10 @@
 Subscribers (SSE streams, the MCP server, the agent) replay what happened so far and then follow
 live events until the execution ends. Events are persisted by the manager in batches; once an
 execution is finished and persisted it leaves the hub and is replayed from the store.
+
+Timelines are event-loop objects: they must never be touched from another thread (a sync
+built-in's events are handed over with ``call_soon_threadsafe``), and this module never writes
+the store.
 """
 
 from __future__ import annotations
@@ -17,18 +21,22 @@ from ongrid_skills.execution.records import Event
 
 @dataclass(slots=True)
 class Timeline:
+    """The numbered events of one execution (from 1) and the followers waiting for more."""
+
     events: list[tuple[int, Event]] = field(default_factory=list)
     finished: bool = False
     flushed: int = 0  # how many events are already in the store
     waiters: set[asyncio.Future[None]] = field(default_factory=set)
 
     def append(self, event: Event) -> int:
+        """Add an event and wake the followers; return its number."""
         seq = len(self.events) + 1
         self.events.append((seq, event))
         self._wake()
         return seq
 
     def finish(self) -> None:
+        """Mark the end: followers return once they have read every event."""
         self.finished = True
         self._wake()
 
@@ -48,6 +56,7 @@ class Timeline:
         self.waiters.clear()
 
     async def follow(self, after: int = 0) -> AsyncIterator[tuple[int, Event]]:
+        """The events after number ``after``, then live ones until the timeline finishes."""
         position = after
         while True:
             while position < len(self.events):
@@ -64,10 +73,13 @@ class Timeline:
 
 
 class EventHub:
+    """The live timelines by execution id; an execution leaves it once it has ended."""
+
     def __init__(self) -> None:
         self._timelines: dict[str, Timeline] = {}
 
     def open(self, execution_id: str) -> Timeline:
+        """The execution's timeline, created empty when it has none."""
         timeline = self._timelines.get(execution_id)
         if timeline is None:
             timeline = self._timelines[execution_id] = Timeline()
@@ -77,6 +89,7 @@ class EventHub:
         return self._timelines.get(execution_id)
 
     def close(self, execution_id: str) -> None:
+        """Finish an execution's timeline and drop it from the hub."""
         timeline = self._timelines.pop(execution_id, None)
         if timeline is not None:
             timeline.finish()

@@ -1,4 +1,8 @@
-"""The permission gate: a pure function of class × persona mode × role × confirmation.
+"""The permission table: a pure function of class × persona mode × role × confirmation.
+
+The tables of SPEC §5 and :func:`decide`, which reads them. Nobody outside governance asks it
+directly: :mod:`ongrid_skills.governance.gate` adds the persona's tool lists and the skill's
+availability and is what every door calls. It must never do I/O or import anything but types.
 
 >>> decide(SkillClass.SAFE).action
 'run'
@@ -50,10 +54,12 @@ class Decision:
 
     @property
     def runs(self) -> bool:
+        """Whether the call may run now, with no signature still missing."""
         return self.action == "run"
 
 
 def mode_permits(mode: PermissionMode, skill_class: SkillClass) -> bool:
+    """Whether a persona mode lets a class run at all (with or without signatures)."""
     return skill_class in MODE_ALLOWS[mode]
 
 

@@ -1,4 +1,7 @@
-"""Who is calling: a principal holds a role and is a human or an agent."""
+"""Who is calling: a principal holds a role and is a human or an agent.
+
+Identity only: what a principal may do is decided in :mod:`ongrid_skills.governance.gate`.
+"""
 
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ class Principal:
 
     @property
     def can_sign(self) -> bool:
+        """Whether it may sign approvals at all: a human operator or admin, never an agent."""
         return self.human and self.role in (Role.OPERATOR, Role.ADMIN)
 
 

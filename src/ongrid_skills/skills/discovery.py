@@ -3,6 +3,9 @@
 Roots are taken in the order given; inside a root, entries sorted by name, depth first;
 symlinked directories are never descended into. Every failure is logged and skipped: one broken
 manifest never blocks start-up. The log lines are a contract operators grep for.
+
+It must never descend into a symlinked directory, accept a file that resolves outside its root,
+or raise for one bad file.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ def _escape_control(match: re.Match[str]) -> str:
 
 
 def default_sink(line: str) -> None:
+    """Send a loader line to the ``ongrid_skills.loader`` logger at INFO."""
     LOG.info(line)
 
 
@@ -53,6 +57,8 @@ class LoadReport:
 
 @dataclass(frozen=True, slots=True)
 class Root:
+    """One allow-listed root, as shown in loader lines and canonical for containment checks."""
+
     shown: str  # as the operator wrote it (normalised)
     real: str  # canonical
 
@@ -65,6 +71,7 @@ class Walker:
         self.report = report
 
     def log(self, message: str) -> None:
+        """Record one loader line and pass it to the sink, prefixed."""
         # One line per event, always: a name, entry or path from a manifest or the tree that
         # carries a newline (or any control character) must not forge a second loader line.
         message = _CONTROL_RE.sub(_escape_control, message)
@@ -72,6 +79,7 @@ class Walker:
         self.sink(PREFIX + message)
 
     def roots(self, dirs: list[str]) -> Iterator[Root]:
+        """The usable roots among ``dirs``, in order; every one skipped is logged with why."""
         for raw in dirs:
             if not os.path.isabs(raw):
                 self.log(f'skip non-absolute dir "{raw}"')
@@ -162,6 +170,7 @@ class Walker:
 
 
 def format_error(err: ManifestError) -> str:
+    """The loader line of a refused file: ``parse PATH: …`` or ``build "NAME": … (in PATH)``."""
     if err.kind == "parse":
         return f"parse {err.path}: {err.message}"
     return f'build "{err.name}": {err.message} (in {err.path})'

@@ -1,7 +1,8 @@
 """Markdown files with YAML frontmatter (personas, SKILL.md).
 
 The first non-blank line must be ``---``; the frontmatter runs to the next ``---`` line; the rest
-is the body. YAML is parsed with the safe loader.
+is the body. YAML is parsed with the safe loader, never the full one: a file from an operator's
+folder must not be able to build Python objects.
 
 >>> meta, body, line = split_frontmatter("---\\nname: a\\n---\\nHello\\n", "x.md")
 >>> meta, body, line
@@ -23,6 +24,7 @@ SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def read_text(path: str) -> str:
+    """The text of a regular file of at most 1 MiB, UTF-8 (a BOM is dropped), or ManifestError."""
     try:
         raw = read_regular(path, MAX_FRONTMATTER_FILE_BYTES + 1)
     except NotRegularFile:

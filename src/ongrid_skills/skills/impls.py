@@ -7,6 +7,11 @@ Names come from the modules of this package listed in :data:`MODULES` (every nam
 The Go-style names of the original system map through :data:`ALIASES` (documented in
 docs/native-skills.md); an impl that resolves to nothing makes its skill *unavailable* with the
 reason, it never fails the load.
+
+This is the one place in ongrid-skills that loads modules by name (``importlib``), and it does
+so on purpose: the skill formats (skill.json, SKILL.md) and the registry import no built-in, so
+the import graph stays one-way (import-linter forbids ``skills`` → ``builtins``). It must never
+import a built-in module statically.
 """
 
 from __future__ import annotations
@@ -77,6 +82,7 @@ def resolve(impl: str) -> tuple[Builtin | None, str | None]:
 
 
 def names() -> list[str]:
+    """Every impl name our own built-in modules provide (aliases and entry points left out)."""
     return sorted(_ours())
 
 

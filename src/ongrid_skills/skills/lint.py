@@ -4,7 +4,8 @@ A directory is walked like the loader walks a root (same order, same containment
 given is the allow-list root); a single ``skill.json`` is checked with its own folder as root.
 Any ``*.md`` file that opens with a ``---`` frontmatter fence (other than SKILL.md and README.md)
 is linted as a persona. Unknown manifest fields and likely typos are warnings; names that the
-loader would skip as duplicates are warnings too.
+loader would skip as duplicates are warnings too. Linting only reports: it must never register,
+run or change anything.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ SKILL_MD = "SKILL.md"
 
 @dataclass(frozen=True, slots=True)
 class Finding:
+    """One lint result, printed as ``path:line:col: severity: message``."""
+
     path: str
     line: int
     column: int
@@ -44,6 +47,7 @@ class Finding:
 
 
 def validate_paths(paths: list[str]) -> list[Finding]:
+    """Lint every file or directory given; duplicate names are found across all of them."""
     findings: list[Finding] = []
     seen: dict[str, str] = {}
     for raw in paths:

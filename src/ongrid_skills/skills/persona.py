@@ -1,5 +1,8 @@
 """Personas: agent profiles whose ``permission_mode`` gates the classes they may run (SPEC §5).
 
+The persona file format and its validation. It never decides a call: the gate combines a
+persona's mode and tool lists with the skill's class (:mod:`ongrid_skills.governance.gate`).
+
 >>> p = Persona(name="x", description="d", when_to_use="w", disallowed_tools=("*_delete",))
 >>> p.permits_tool("disk_delete"), p.permits_tool("disk_usage")
 (False, True)
@@ -46,6 +49,8 @@ def pattern_matches(pattern: str, name: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Persona:
+    """One agent profile: what it may run (mode, tool lists) and how it works (prompt, model)."""
+
     name: str
     description: str
     when_to_use: str
@@ -67,6 +72,7 @@ class Persona:
         return not any(pattern_matches(p, name) for p in self.disallowed_tools)
 
     def summary(self) -> dict[str, Any]:
+        """The persona as the REST API lists it (the prompt left out)."""
         return {
             "name": self.name,
             "description": self.description,
@@ -92,12 +98,14 @@ DEFAULT_PERSONA = Persona(
 
 
 def load_persona(path: str) -> Persona:
+    """Read and build one persona file (Markdown with a YAML frontmatter)."""
     text = read_text(path)
     meta, body, _ = split_frontmatter(text, path)
     return build_persona(meta, body, path)
 
 
 def build_persona(meta: dict[str, Any], body: str, path: str) -> Persona:
+    """A Persona from its frontmatter and body; a bad key raises ManifestError naming it."""
     raw_name = meta.get("name")
     name = raw_name if isinstance(raw_name, str) else ""
 

@@ -2,6 +2,7 @@
 
 A reload never edits a registry: it builds a whole new one and swaps the holder's reference in
 one assignment, so calls in flight keep the snapshot (and the Skill objects) they started with.
+Nothing may mutate a Registry after it is built (its mappings are read-only views).
 """
 
 from __future__ import annotations
@@ -63,12 +64,14 @@ class Registry:
         return self._personas
 
     def get(self, name: str) -> Skill:
+        """The skill named ``name``; :class:`UnknownSkill` when there is none."""
         try:
             return self._skills[name]
         except KeyError:
             raise UnknownSkill(name) from None
 
     def persona(self, name: str) -> Persona:
+        """The persona named ``name``; :class:`UnknownPersona` when there is none."""
         try:
             return self._personas[name]
         except KeyError:
@@ -195,6 +198,7 @@ class RegistryHolder:
         self.current = build()
 
     def reload(self) -> Registry:
+        """Build a fresh registry and swap it in; a build that raises leaves the current one."""
         with self._lock:
             fresh = self._build()
             self.current = fresh

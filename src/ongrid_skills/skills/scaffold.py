@@ -1,4 +1,7 @@
-"""``ongrid-skills new``: a skill folder that runs and validates as soon as it is written."""
+"""``ongrid-skills new``: a skill folder that runs and validates as soon as it is written.
+
+It must never overwrite anything: an existing folder of that name is refused.
+"""
 
 from __future__ import annotations
 

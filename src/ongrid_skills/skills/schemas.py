@@ -2,7 +2,8 @@
 
 Validators are compiled once per distinct schema (keyed by its canonical JSON) and shared by
 every skill with the same schema; checking and compiling use jsonschema-rs (≈2 µs and ≈8 µs per
-schema), validating one small args object costs well under a microsecond.
+schema), validating one small args object costs well under a microsecond. Validators are
+compiled offline: loading a skill or validating args must never fetch a remote ``$ref``.
 
 >>> schema_problem({"type": "object", "properties": {"n": {"type": "integer"}}}) is None
 True
@@ -85,6 +86,7 @@ def _first_line(exc: Exception) -> str:
 
 
 def schema_key(schema: dict[str, Any]) -> str:
+    """The canonical JSON of a schema: the cache key of its compiled validator."""
     return json.dumps(schema, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
@@ -95,6 +97,7 @@ def _compiled(key: str) -> jsonschema_rs.Draft202012Validator:
 
 
 def validator_for(schema: dict[str, Any]) -> jsonschema_rs.Draft202012Validator:
+    """The compiled validator of ``schema``, shared by every skill with the same schema."""
     return _compiled(schema_key(schema))
 
 
@@ -118,6 +121,7 @@ def pointer(path: Any) -> str:
 
 
 def json_type(value: object) -> str:
+    """The JSON type name of a Python value, for error messages."""
     if value is None:
         return "null"
     if isinstance(value, bool):

@@ -31,6 +31,8 @@ def tokens(text: str) -> list[str]:
 
 
 class SearchIndex:
+    """A BM25 index of some skills: postings per word, a term in the name counting triple."""
+
     def __init__(self, skills: Iterable[Skill]) -> None:
         self.skills: list[Skill] = []
         self.lengths: list[int] = []
@@ -53,6 +55,7 @@ class SearchIndex:
     def search(
         self, query: str, limit: int = 10, keep: Callable[[Skill], bool] | None = None
     ) -> list[tuple[Skill, float]]:
+        """The best ``limit`` skills for ``query`` that ``keep`` accepts, with their scores."""
         scores: dict[int, float] = {}
         total = len(self.skills)
         for word in set(tokens(query)) | ({query.strip().lower()} - {""}):

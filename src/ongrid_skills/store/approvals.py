@@ -1,4 +1,9 @@
-"""Approval requests and their signatures."""
+"""The repository of approval requests and their signatures.
+
+Rows in, rows out: every rule (who signs, when a request is void, when it runs) is the approval
+desk's, and this module must never decide one. It offers the desk the two tools its decisions
+rest on, :meth:`ApprovalRepo.locked` and :meth:`ApprovalRepo.claim`.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +22,8 @@ _SIGNATURES = cast(Table, SignatureRow.__table__)
 
 @dataclass(slots=True)
 class Signature:
+    """One decision on a request: ``approve`` or ``reject``, by one principal."""
+
     principal: str
     role: str
     decision: str
@@ -35,6 +42,8 @@ class Signature:
 
 @dataclass(slots=True)
 class Approval:
+    """One request: the frozen call (skill, args, definition hash), who asked, the signatures."""
+
     id: str
     execution_id: str
     skill: str
@@ -54,9 +63,11 @@ class Approval:
 
     @property
     def approvals(self) -> list[Signature]:
+        """The approving signatures (rejections left out)."""
         return [s for s in self.signatures if s.decision == "approve"]
 
     def to_dict(self) -> dict[str, Any]:
+        """The request as the REST API and the CLI show it."""
         return {
             "id": self.id,
             "execution_id": self.execution_id,
@@ -78,6 +89,8 @@ class Approval:
 
 
 class ApprovalRepo:
+    """Approval rows and their signatures; writes run on the caller's transaction."""
+
     def __init__(self, db: Database) -> None:
         self.db = db
 
@@ -117,6 +130,7 @@ class ApprovalRepo:
     def set_status(
         self, conn: Connection, approval_id: str, status: str, decided_at: float, reason: str | None
     ) -> None:
+        """Set a final status unconditionally (the caller checked the request was pending)."""
         conn.execute(
             _APPROVALS.update()
             .where(_APPROVALS.c.id == approval_id)
@@ -159,6 +173,7 @@ class ApprovalRepo:
         return approval
 
     def get(self, approval_id: str, conn: Connection | None = None) -> Approval | None:
+        """The request with its signatures, read on ``conn`` or on a read connection of its own."""
         if conn is None:
             with self.db.read() as own:
                 return self.get(approval_id, own)
@@ -171,6 +186,7 @@ class ApprovalRepo:
         return approval
 
     def query(self, *, status: str | None = None, limit: int = 100) -> list[Approval]:
+        """Newest first, of one status when given, each with its signatures."""
         query = select(_APPROVALS).order_by(_APPROVALS.c.created_at.desc()).limit(limit)
         if status:
             query = query.where(_APPROVALS.c.status == status)
@@ -182,12 +198,14 @@ class ApprovalRepo:
         return approvals
 
     def pending_ids(self, conn: Connection) -> list[tuple[str, float]]:
+        """(id, expires_at) of every pending request, for the expiry sweep."""
         rows = conn.execute(
             select(_APPROVALS.c.id, _APPROVALS.c.expires_at).where(_APPROVALS.c.status == "pending")
         )
         return [(r[0], r[1]) for r in rows]
 
     def with_status(self, status: str) -> list[Approval]:
+        """Every request of one status, unpaged (start-up recovery)."""
         return self.query(status=status, limit=100_000)
 
     @staticmethod

@@ -66,10 +66,12 @@ class Database:
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
+        """A connection of its own for reads, which never wait for the writer (WAL, MVCC)."""
         with self.engine.connect() as conn:
             yield conn
 
     def migrate(self) -> None:
+        """Bring the schema to the newest Alembic revision (done on every open)."""
         cfg = Config()
         cfg.set_main_option("script_location", str(MIGRATIONS))
         with self.engine.begin() as conn:
@@ -100,6 +102,7 @@ def storage_full(exc: BaseException) -> bool:
 
 
 def database_url(data_dir: str, url: str | None) -> str:
+    """``url`` when given, else the embedded SQLite file in ``data_dir`` (created mode 0700)."""
     if url:
         return url
     os.makedirs(data_dir, mode=0o700, exist_ok=True)

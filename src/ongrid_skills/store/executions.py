@@ -1,4 +1,9 @@
-"""Execution rows and their timeline events."""
+"""The repository of execution rows and their timeline events.
+
+The writes every call makes go through driver SQL (:mod:`ongrid_skills.store.rawsql`); reads use
+SQLAlchemy Core. Status transitions are the manager's and the desk's: this module must never
+decide one, except :meth:`ExecutionRepo.claim`, the conditional start of an approved call.
+"""
 
 from __future__ import annotations
 
@@ -65,6 +70,7 @@ def _params(row: dict[str, Any], columns: Sequence[str]) -> tuple[Any, ...]:
 
 
 def to_row(execution: Execution) -> dict[str, Any]:
+    """The columns of an execution's row (JSON columns as Python values)."""
     return {
         "id": execution.id,
         "skill": execution.skill,
@@ -87,6 +93,7 @@ def to_row(execution: Execution) -> dict[str, Any]:
 
 
 def from_row(row: Any) -> Execution:
+    """An Execution from a row mapping; its result is parsed back from the verbatim text."""
     error = row["error"]
     text = row["result_text"]
     return Execution(
@@ -112,6 +119,8 @@ def from_row(row: Any) -> Execution:
 
 
 class ExecutionRepo:
+    """Execution rows and their events; writes run on the caller's transaction."""
+
     def __init__(self, db: Database) -> None:
         self.db = db
         raw = db.raw
@@ -128,6 +137,7 @@ class ExecutionRepo:
         idempotency_key: str | None = None,
         args_hash: str | None = None,
     ) -> None:
+        """Write a new execution's row (before its spawn), with what idempotency needs."""
         row = to_row(execution)
         row.update(
             definition_hash=definition_hash, idempotency_key=idempotency_key, args_hash=args_hash
@@ -135,6 +145,7 @@ class ExecutionRepo:
         self.db.raw.run(conn, self._insert_sql, _params(row, _INSERT_COLUMNS))
 
     def update(self, conn: Connection, execution: Execution) -> None:
+        """Rewrite the columns an execution changes over its life (status, outcome, times)."""
         row = to_row(execution)
         params = (*_params(row, _UPDATABLE), execution.id)
         self.db.raw.run(conn, self._update_sql, params)
@@ -142,11 +153,13 @@ class ExecutionRepo:
     def add_events(
         self, conn: Connection, execution_id: str, events: Sequence[tuple[int, Event]]
     ) -> None:
+        """Store ``(seq, event)`` pairs of an execution's timeline."""
         if events:
             rows = [(execution_id, seq, e.ts, e.type, dumps(e.data)) for seq, e in events]
             self.db.raw.run_many(conn, self._events_sql, rows)
 
     def last_seq(self, conn: Connection, execution_id: str) -> int:
+        """The highest event number stored for an execution (0 when it has none)."""
         value = conn.execute(
             select(func.max(_EVENTS.c.seq)).where(_EVENTS.c.execution_id == execution_id)
         ).scalar()
@@ -168,6 +181,7 @@ class ExecutionRepo:
         return bool(result.rowcount)
 
     def by_idempotency_key(self, key: str) -> tuple[Execution, str | None] | None:
+        """The execution stored under a caller's key, with the digest of the request it answered."""
         with self.db.read() as conn:
             row = (
                 conn.execute(select(_EXEC).where(_EXEC.c.idempotency_key == key)).mappings().first()
@@ -175,6 +189,7 @@ class ExecutionRepo:
         return (from_row(row), row["args_hash"]) if row else None
 
     def events(self, execution_id: str, after: int = 0) -> list[tuple[int, Event]]:
+        """The stored timeline after event number ``after``, in order."""
         query = (
             select(_EVENTS.c.seq, _EVENTS.c.ts, _EVENTS.c.type, _EVENTS.c.data)
             .where(and_(_EVENTS.c.execution_id == execution_id, _EVENTS.c.seq > after))
@@ -213,6 +228,7 @@ class ExecutionRepo:
         return items, next_cursor
 
     def unfinished(self) -> list[Execution]:
+        """Executions still ``running`` in the store (at start-up: left by a dead manager)."""
         with self.db.read() as conn:
             rows = (
                 conn.execute(select(_EXEC).where(_EXEC.c.status == Status.RUNNING.value))
@@ -228,11 +244,13 @@ class ExecutionRepo:
 
 
 def encode_cursor(execution: Execution) -> str:
+    """The opaque keyset cursor after ``execution``: its (created_at, id) as base64url JSON."""
     raw = json.dumps([execution.created_at, execution.id]).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
 def decode_cursor(cursor: str) -> tuple[float, str]:
+    """(created_at, id) from a cursor; a malformed one is :class:`InvalidRequest`."""
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         created, ident = json.loads(raw)

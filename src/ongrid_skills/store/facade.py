@@ -40,6 +40,7 @@ class Store:
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
+        """A read connection (see :meth:`Database.read`)."""
         with self.db.read() as conn:
             yield conn
 

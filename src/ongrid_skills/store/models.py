@@ -1,6 +1,8 @@
 """SQLAlchemy models: the tables of the embedded (SQLite) or shared (PostgreSQL) store.
 
 Times are UNIX seconds (float, UTC); JSON columns hold the exact documents the API shows.
+Table definitions only: the schema is created and changed by the Alembic migrations in
+``store/migrations/versions`` (never by ``create_all``), so a change here must come with one.
 """
 
 from __future__ import annotations
@@ -12,10 +14,14 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
 class Base(DeclarativeBase):
+    """The declarative base; ``dict`` and ``Any`` annotations map to JSON columns."""
+
     type_annotation_map: ClassVar[dict[Any, Any]] = {dict[str, Any]: JSON, Any: JSON}
 
 
 class ExecutionRow(Base):
+    """One call of a skill: written before the spawn, updated with its outcome."""
+
     __tablename__ = "executions"
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
@@ -41,6 +47,8 @@ class ExecutionRow(Base):
 
 
 class EventRow(Base):
+    """One numbered event of an execution's timeline (status, stderr, progress, …)."""
+
     __tablename__ = "execution_events"
     __table_args__ = (UniqueConstraint("execution_id", "seq"),)
 
@@ -53,6 +61,8 @@ class EventRow(Base):
 
 
 class ApprovalRow(Base):
+    """One approval request: the frozen call and where it stands (pending, approved, …)."""
+
     __tablename__ = "approvals"
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
@@ -73,6 +83,8 @@ class ApprovalRow(Base):
 
 
 class SignatureRow(Base):
+    """One signer's decision on a request; the unique key makes a second signature fail."""
+
     __tablename__ = "approval_signatures"
     __table_args__ = (UniqueConstraint("approval_id", "principal"),)
 
@@ -86,6 +98,8 @@ class SignatureRow(Base):
 
 
 class AuditRow(Base):
+    """One audit entry; ``hash`` chains it to the entry before (``prev_hash``)."""
+
     __tablename__ = "audit_entries"
 
     seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
@@ -99,6 +113,8 @@ class AuditRow(Base):
 
 
 class TokenRow(Base):
+    """An API token: only its SHA-256 is stored, never the token itself."""
+
     __tablename__ = "api_tokens"
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
@@ -110,6 +126,15 @@ class TokenRow(Base):
 
 
 class SettingRow(Base):
+    """Key/value records of the store itself; ``audit_head`` is the audit chain's head.
+
+    Why a head record: the hash chain shows an entry edited or deleted in the middle, but
+    deleting the newest entries leaves a shorter chain that is still valid. The head (last seq
+    and hash), rewritten in the transaction of every entry, says where the chain must end. Its
+    row is also where writers queue: ``AuditLog.append`` reads it ``FOR UPDATE`` on PostgreSQL
+    (SQLite's ``BEGIN IMMEDIATE`` serialises writers already), so no two entries share a seq.
+    """
+
     __tablename__ = "settings"
 
     key: Mapped[str] = mapped_column(String(128), primary_key=True)

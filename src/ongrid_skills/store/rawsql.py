@@ -4,7 +4,8 @@ SQLAlchemy Core costs ~150 µs per statement here (compilation cache lookups, bi
 result set-up); the same statement through ``exec_driver_sql`` costs a fraction of that. Each
 execution writes two transactions (the row before the spawn; the outcome, events and audit
 after), so these statements are what REST latency is made of. The SQL is plain and portable;
-placeholders follow the driver's paramstyle and JSON columns receive JSON text.
+placeholders follow the driver's paramstyle and JSON columns receive JSON text. Statements are
+built from our own table and column names only, never from input.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from sqlalchemy import Connection, Engine
 
 
 def dumps(value: Any) -> str | None:
+    """The JSON text of a JSON column's value (None stays SQL NULL)."""
     return None if value is None else json.dumps(value, ensure_ascii=False)
 
 
@@ -37,12 +39,15 @@ class RawSQL:
     def __init__(self, engine: Engine) -> None:
         style = engine.dialect.paramstyle
         self.mark = "?" if style == "qmark" else "%s"
+        # SQLite has no FOR UPDATE; its writers hold the database lock from BEGIN IMMEDIATE on.
         self.for_update = "" if engine.dialect.name == "sqlite" else " FOR UPDATE"
 
     def run(self, conn: Connection, sql: str, params: tuple[Any, ...]) -> Any:
+        """Execute one statement with positional parameters; return the driver's result."""
         return conn.exec_driver_sql(sql, params)
 
     def run_many(self, conn: Connection, sql: str, rows: list[tuple[Any, ...]]) -> None:
+        """Execute one statement once per row (the driver's executemany)."""
         conn.exec_driver_sql(sql, rows)
 
     def insert_sql(self, table: str, columns: Sequence[str]) -> str:
@@ -56,5 +61,6 @@ class RawSQL:
         return f"UPDATE {table} SET {sets} WHERE {key} = {self.mark}"  # noqa: S608
 
     def select_sql(self, table: str, column: str, key: str) -> str:
+        """SELECT one column by key, locking the row where the dialect can (the audit head)."""
         _ident(table, column, key)
         return f"SELECT {column} FROM {table} WHERE {key} = {self.mark}{self.for_update}"  # noqa: S608

@@ -38,6 +38,7 @@ _KEY_FALLBACK = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 
 
 def register(cli: click.Group) -> None:
+    """Add ``chat`` to the ``ongrid-skills`` command group."""
     cli.add_command(chat)
 
 
@@ -171,6 +172,7 @@ class Terminal:
         self.streamed = False
 
     def text(self, delta: str) -> None:
+        """Stream a piece of the model's answer to stdout (interactive mode only)."""
         if self.interactive:
             if not self.streamed:
                 click.echo(click.style("agent> ", bold=True), nl=False)
@@ -184,6 +186,7 @@ class Terminal:
             self.streamed = False
 
     def event(self, event: Event) -> None:
+        """Show one run event on stderr: tool calls, their stderr and progress, approvals."""
         data = event.data
         kind = event.type
         if kind == "message" and data.get("role") == "assistant":
@@ -224,11 +227,13 @@ class Terminal:
             click.echo(line + preview, err=True)
 
     def end_of_answer(self, record: RunRecord) -> None:
+        """End the streamed answer's line; say why when the run did not end ``done``."""
         self._newline()
         if record.status.value != "done":
             self.problem(record)
 
     def problem(self, record: RunRecord) -> None:
+        """Print why a run did not end ``done``."""
         error = record.error
         why = f"{error.message}" if error else record.status.value
         click.echo(

@@ -1,7 +1,10 @@
 """The ``ongrid-skills`` command: the one place that reads env/files and maps errors to exit codes.
 
 Exit codes: 0 ok, 1 the skill failed, 2 usage or invalid input, 3 denied by policy (or a
-confirmation is missing), 4 pending approval, 124 timed out.
+confirmation is missing), 4 pending approval, 124 timed out. The commands that talk to a server
+(``approvals``, ``executions``; in ``doors/cli/server.py``) map the HTTP status instead: 403 → 3,
+other 4xx → 2, 5xx → 1. Commands never run a call themselves: ``run`` goes through
+:func:`ongrid_skills.execution.pipeline.execute`, like the Python API.
 """
 
 from __future__ import annotations
@@ -63,28 +66,34 @@ AUDIT = logging.getLogger("ongrid_skills.audit")
 
 
 class Context:
+    """The group's options, handed to every command; settings and registry load on demand."""
+
     def __init__(self, config: str | None, skills_dirs: tuple[str, ...], quiet: bool) -> None:
         self.config = config
         self.skills_dirs = tuple(os.path.abspath(d) for d in skills_dirs)
         self.quiet = quiet
 
     def settings(self) -> Settings:
+        """The settings: the environment over the ``--config`` file; a bad one exits 2."""
         try:
             return Settings.load(config=self.config)
         except SkillError as exc:
             fail(exc)
 
     def registry(self) -> Registry:
+        """The registry of the configured dirs plus the ``-d`` ones, loader lines on stderr."""
         settings = self.settings()
         dirs = (*settings.external_dirs, *self.skills_dirs)
         return load_registry(external_dirs=dirs, settings=settings, log=self.loader_line)
 
     def loader_line(self, line: str) -> None:
+        """Print one loader line on stderr, unless ``--quiet``."""
         if not self.quiet:
             click.echo(line, err=True)
 
 
 def fail(exc: SkillError, *, as_json: bool = False) -> NoReturn:
+    """Report ``exc`` (also as JSON on stdout with ``as_json``) and exit with its code's status."""
     if as_json:
         click.echo(json.dumps({"error": exc.to_dict()}))
     click.echo(f"ongrid-skills: {exc.message}", err=True)
@@ -363,6 +372,7 @@ cli_agent.register(cli)
 
 
 def main(argv: list[str] | None = None) -> Any:
+    """The ``ongrid-skills`` console script (``argv`` defaults to the process's arguments)."""
     return cli.main(args=argv, prog_name="ongrid-skills")
 
 

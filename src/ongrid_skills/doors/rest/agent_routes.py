@@ -44,6 +44,7 @@ Caller = Annotated[Principal, Depends(request_principal)]
 
 
 async def agents_of(request: Request) -> AgentService:
+    """The app's agent service (a dependency; async so it runs on the loop, not in a thread)."""
     service: AgentService = request.app.state.agents
     return service
 

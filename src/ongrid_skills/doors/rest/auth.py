@@ -1,4 +1,8 @@
-"""Bearer-token authentication: token → Principal, with a short cache of positive lookups."""
+"""Bearer-token authentication: token → Principal, with a short cache of positive lookups.
+
+Who is calling, only: what that principal may do is the gate's question
+(:mod:`ongrid_skills.governance.gate`), asked by the routes and the manager.
+"""
 
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ class Authenticator:
         self._cache: dict[str, tuple[float, TokenInfo]] = {}
 
     def principal(self, authorization: str | None) -> Principal:
+        """The principal of an ``Authorization`` header; :class:`Unauthorized` otherwise."""
         if not authorization:
             raise Unauthorized("missing Authorization: Bearer <token>")
         scheme, _, token = authorization.partition(" ")
@@ -47,6 +52,7 @@ class Authenticator:
         return Principal(info.name, info.role)
 
     def forget(self) -> None:
+        """Empty the cache, so that a revocation takes effect at once."""
         self._cache.clear()
 
 

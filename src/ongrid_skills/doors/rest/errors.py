@@ -1,4 +1,9 @@
-"""Errors → HTTP, in one place: ``{"error": {"code", "message", "details"}}`` with its status."""
+"""Errors → HTTP, in one place: ``{"error": {"code", "message", "details"}}`` with its status.
+
+Routes raise :class:`~ongrid_skills.errors.SkillError` subclasses and never build an error
+response themselves; the status of each code is decided here and nowhere else
+(:data:`STATUS_BY_CODE`; the tree with every code is drawn in :mod:`ongrid_skills.errors`).
+"""
 
 from __future__ import annotations
 
@@ -38,10 +43,12 @@ CODE_BY_STATUS.update({400: "invalid_request", 403: "forbidden", 500: "internal_
 
 
 def error_body(code: str, message: str, details: list[Any] | None = None) -> dict[str, Any]:
+    """The error document every REST error answers with."""
     return {"error": {"code": code, "message": message, "details": details or []}}
 
 
 def error_response(code: str, message: str, details: list[Any] | None = None) -> JSONResponse:
+    """The error document with its status (400 for a code the table lacks)."""
     headers = {"WWW-Authenticate": "Bearer"} if code == "unauthorized" else None
     return JSONResponse(
         error_body(code, message, details),
@@ -51,6 +58,8 @@ def error_response(code: str, message: str, details: list[Any] | None = None) ->
 
 
 def install(app: FastAPI) -> None:
+    """Register the handlers that turn every exception into the error document."""
+
     @app.exception_handler(SkillError)
     async def skill_error(_request: Request, exc: SkillError) -> JSONResponse:
         body = exc.to_dict()

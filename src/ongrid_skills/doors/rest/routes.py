@@ -1,4 +1,10 @@
-"""The REST routes of SPEC §9 (skills, executions, approvals, personas, audit, admin)."""
+"""The REST routes of SPEC §9 (skills, executions, approvals, personas, audit, admin).
+
+Routes translate HTTP into calls of the manager and its desk and back. They must never answer a
+permission question themselves (:mod:`ongrid_skills.governance.gate` does) nor build an error
+response (:mod:`ongrid_skills.doors.rest.errors` does). A route's docstring is its description in
+the OpenAPI document.
+"""
 
 from __future__ import annotations
 
@@ -26,6 +32,7 @@ Caller = Annotated[Principal, Depends(request_principal)]
 
 
 async def manager_of(request: Request) -> Manager:
+    """The app's Manager (a dependency; async so it runs on the loop, not in a thread)."""
     manager: Manager = request.app.state.manager
     return manager
 
