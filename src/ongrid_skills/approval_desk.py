@@ -343,7 +343,11 @@ class ApprovalDesk:
         pending: bool = True,
         code: str | None = None,
     ) -> None:
-        """End a pending request: rejected, expired, void or cancelled (the execution too)."""
+        """End a request: rejected, expired, void or cancelled (the execution too).
+
+        Only from the state it was read in (``pending``, or ``approved`` when ``pending`` is
+        False): a conditional update, so an expiry sweep or a rejection never overwrites a
+        decision another manager sharing the store made a moment earlier."""
         execution_status = {
             "rejected": Status.REJECTED,
             "expired": Status.EXPIRED,
@@ -354,7 +358,16 @@ class ApprovalDesk:
         now = self.clock()
         execution = self.store.executions.get(approval.execution_id)
         with self.store.tx() as conn:
-            self.store.approvals.set_status(conn, approval.id, status, now, reason)
+            claimed = self.store.approvals.claim(
+                conn,
+                approval.id,
+                expected="pending" if pending else "approved",
+                status=status,
+                decided_at=now,
+                reason=reason,
+            )
+            if not claimed:
+                return  # decided elsewhere meanwhile: that decision stands
             if execution is not None and execution.status is Status.PENDING_APPROVAL:
                 execution.status = execution_status
                 execution.error = ErrorInfo(code, reason)

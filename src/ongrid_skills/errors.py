@@ -56,6 +56,12 @@ EXECUTION_ERROR_CODES: dict[str, str] = {
     "invalid_args": "the args did not match the skill's schema",
     "denied": "the permission gate refused the call",
     "internal_error": "a built-in skill raised an unexpected exception",
+    "builtin_failed": "a built-in skill reported an expected failure (unreachable host…)",
+    "interrupted": "the manager stopped while the call ran",
+    "rejected": "a signer rejected the approval request",
+    "expired": "the approval request expired before its last signature",
+    "skill_changed": "the skill changed since the approval request; the request is void",
+    "not_permitted": "the gate no longer admits the approved call; the request is void",
 }
 
 

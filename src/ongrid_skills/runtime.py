@@ -147,8 +147,10 @@ async def open_manager(
             )
         yield manager
     finally:
-        lock.release()
+        # Close first: the calls are interrupted and recorded while this process still owns
+        # the data dir, so no other process starts recovering them meanwhile.
         await manager.close()
+        lock.release()
         if store is None:
             own_store.close()
 

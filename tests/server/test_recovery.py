@@ -240,7 +240,9 @@ def crash_after_approval(settings: Settings, approval_id: str) -> None:
             store.approvals.add_signature(
                 conn, approval_id, Signature("oscar", "operator", "approve", now)
             )
-            store.approvals.set_status(conn, approval_id, "approved", now, None)
+            assert store.approvals.claim(
+                conn, approval_id, expected="pending", status="approved", decided_at=now
+            )
             store.audit.append(conn, "manager", "approval.approved", approval_id, {})
     finally:
         store.close()

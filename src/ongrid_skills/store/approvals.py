@@ -127,16 +127,6 @@ class ApprovalRepo:
             )
         )
 
-    def set_status(
-        self, conn: Connection, approval_id: str, status: str, decided_at: float, reason: str | None
-    ) -> None:
-        """Set a final status unconditionally (the caller checked the request was pending)."""
-        conn.execute(
-            _APPROVALS.update()
-            .where(_APPROVALS.c.id == approval_id)
-            .values(status=status, decided_at=decided_at, reason=reason)
-        )
-
     def claim(
         self,
         conn: Connection,
