@@ -17,6 +17,7 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import Connection, Engine, create_engine, event
 
+from ongrid_skills.paths import register_store_file
 from ongrid_skills.store.approvals import ApprovalRepo
 from ongrid_skills.store.audit import AuditLog
 from ongrid_skills.store.executions import ExecutionRepo
@@ -92,6 +93,10 @@ def open_store(data_dir: str = ".ongrid", url: str | None = None) -> Store:
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
         event.listen(engine, "begin", _begin)
+        if engine.url.database and engine.url.database != ":memory:":
+            # Before the first connection: from now on no other code in this process may open
+            # this file (see paths.register_store_file for why).
+            register_store_file(engine.url.database)
     store = Store(engine)
     store.migrate()
     return store

@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 import click
 
 from ongrid_skills import toolspec
+from ongrid_skills.builtins.reach import Reach
 from ongrid_skills.doors.cli import chat as cli_agent
 from ongrid_skills.doors.cli import mcp as cli_mcp
 from ongrid_skills.doors.cli import server as cli_server
@@ -71,6 +72,13 @@ class Context:
     def settings(self) -> Settings:
         try:
             return Settings.load(config=self.config)
+        except SkillError as exc:
+            fail(exc)
+
+    def reach(self) -> Reach:
+        """What built-ins run by this command may reach (the operator's settings)."""
+        try:
+            return Reach.from_settings(self.settings())
         except SkillError as exc:
             fail(exc)
 
@@ -215,6 +223,7 @@ def run(
         message = f"ARGS_JSON is not valid JSON: {exc.msg} at line {exc.lineno} col {exc.colno}"
         fail(InvalidRequest(message), as_json=as_json)
     registry = obj.registry()
+    reach = obj.reach()
     if dangerous:
         AUDIT.warning(
             "run %s with --i-know-it-is-dangerous by %s (pid %d)",
@@ -233,6 +242,7 @@ def run(
                 on_event=None if as_json else _print_event,
                 allow_dangerous=dangerous,
                 requested_by=f"cli:{local_user()}",
+                reach=reach,
             )
         )
     except ApprovalRequired as exc:
