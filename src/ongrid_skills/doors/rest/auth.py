@@ -51,12 +51,11 @@ class Authenticator:
         self._cache.clear()
 
 
-def bootstrap_admin_token(store: Store) -> str | None:
+def bootstrap_admin_token(store: Store) -> tuple[str, TokenInfo] | None:
     """On first start (no active token), create an admin token and return it, once."""
     if store.tokens.count_active():
         return None
-    token, _ = store.tokens.create("admin", Role.ADMIN, actor="manager")
-    return token
+    return store.tokens.create("admin", Role.ADMIN, actor="manager")
 
 
 #: Paths served without a token: liveness only (the web UI adds its login page and assets).
