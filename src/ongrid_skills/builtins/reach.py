@@ -5,9 +5,10 @@ manager builds it once from the settings (:meth:`Reach.from_settings`). A bare `
 the defaults: files under ``/var/log`` only, the probes' always-denied targets only.
 
 **Protected files** are refused to every built-in, whatever the readable roots say, after every
-symlink is resolved: the data dir (database, tokens, keys, lock), the settings file, the database
-file when it lives elsewhere (``ONGRID_DATABASE_URL=sqlite:///…``), and every store file this
-process opened (:func:`ongrid_skills.paths.store_files`). Besides the path, a file's identity
+symlink is resolved: the data dir (database, tokens, keys, lock), the settings file and any other
+file a ``*_file`` setting names, the database file when it lives elsewhere
+(``ONGRID_DATABASE_URL=sqlite:///…``), and every store file this process opened
+(:func:`ongrid_skills.paths.store_files`). Besides the path, a file's identity
 (device, inode) is compared with theirs, so a hard link or a bind mount of the database is
 refused too. This module never opens a protected file, even to look: SQLite's locks belong to the
 process, and one ``close()`` of the database anywhere in it drops them.
@@ -18,7 +19,7 @@ from __future__ import annotations
 import os
 import re
 import stat
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from ongrid_skills.builtins.failures import ForbiddenPath
 from ongrid_skills.builtins.netrules import NetRules
@@ -57,8 +58,11 @@ class Reach:
     def from_settings(cls, settings: Settings) -> Reach:
         """The operator's reach; a malformed network entry is a ConfigError."""
         protected = [os.path.abspath(settings.data_dir)]
-        if settings.config_file:
-            protected.append(os.path.abspath(settings.config_file))
+        # Every file a setting names (``config_file``, key files…) is the manager's own.
+        for spec in fields(settings):
+            value = getattr(settings, spec.name)
+            if spec.name.endswith("_file") and isinstance(value, str) and value:
+                protected.append(os.path.abspath(value))
         database = sqlite_file(settings.database_url)
         if database:
             protected.extend(database + suffix for suffix in SQLITE_COMPANIONS)
