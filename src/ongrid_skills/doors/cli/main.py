@@ -71,9 +71,11 @@ class Context:
 
     def settings(self) -> Settings:
         try:
-            return Settings.load(config=self.config)
+            settings = Settings.load(config=self.config)
+            Reach.from_settings(settings)  # a malformed network rule fails here, not in a server
         except SkillError as exc:
             fail(exc)
+        return settings
 
     def reach(self) -> Reach:
         """What built-ins run by this command may reach (the operator's settings)."""
