@@ -244,3 +244,31 @@ def test_help_is_available_on_every_command() -> None:
     for command in ([], ["list"], ["show"], ["run"], ["validate"], ["new"]):
         done = cli(*command, "--help")
         assert done.returncode == 0 and "Usage:" in done.stdout
+
+
+def test_run_applies_the_readable_roots_of_the_settings(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "app.log").write_text("ready\n")
+    (tmp_path / "secret").write_text("s3cr3t\n")
+    env = {
+        "ONGRID_BUNDLED_SKILLS": "1",
+        "ONGRID_DATA_DIR": str(tmp_path / "data"),
+        "ONGRID_BUILTIN_READ_PATHS": str(logs),
+    }
+    done = cli("run", "tail_file", json.dumps({"path": str(logs / "app.log")}), env=env)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["lines"] == ["ready"]
+    args = json.dumps({"path": str(tmp_path / "secret")})
+    refused = cli("run", "tail_file", args, "--json", env=env)
+    assert refused.returncode == 1, refused.stderr
+    execution = json.loads(refused.stdout)
+    assert execution["error"]["code"] == "forbidden_path"
+    assert "s3cr3t" not in refused.stdout + refused.stderr
+
+
+def test_a_malformed_network_rule_stops_every_command_with_a_clear_message() -> None:
+    done = cli("list", env={"ONGRID_BUILTIN_NET_DENY": "10.0.0.0/33"})
+    assert done.returncode == 2
+    assert "builtin_net_deny: '10.0.0.0/33'" in done.stderr
+    assert "Traceback" not in done.stderr

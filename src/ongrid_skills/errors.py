@@ -55,8 +55,12 @@ EXECUTION_ERROR_CODES: dict[str, str] = {
     "spawn_failed": "the operating system refused to start the entry",
     "invalid_args": "the args did not match the skill's schema",
     "denied": "the permission gate refused the call",
+    "builtin_failed": "a built-in skill reported an expected failure (host down, no such file…)",
+    "forbidden_path": "a built-in was asked for a path outside the operator's readable roots, "
+    "or for the manager's own files",
+    "forbidden_target": "a built-in was asked to reach a network target the operator's rules "
+    "refuse (link-local, cloud metadata, deny or allow lists)",
     "internal_error": "a built-in skill raised an unexpected exception",
-    "builtin_failed": "a built-in skill reported an expected failure (unreachable host…)",
     "interrupted": "the manager stopped while the call ran",
     "rejected": "a signer rejected the approval request",
     "expired": "the approval request expired before its last signature",

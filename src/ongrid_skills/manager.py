@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ongrid_skills.approval_desk import ApprovalDesk
+from ongrid_skills.builtins.base import Reach
 from ongrid_skills.errors import (
     Busy,
     Conflict,
@@ -72,6 +73,8 @@ class Manager:
         self.runner: Runner = runner or SubprocessRunner()
         self.metrics = metrics or Metrics()
         self.clock = clock
+        #: What built-ins may reach (files, network); a malformed setting fails here, at start.
+        self.reach = Reach.from_settings(settings)
         self.hub = EventHub()
         self.slots = asyncio.Semaphore(settings.max_concurrent_executions)
         self.running = 0
@@ -282,7 +285,13 @@ class Manager:
                     registry = self.registry
                     persona = registry.personas.get(execution.persona or "")
                     await run_skill(
-                        skill, execution, emit, self.runner, registry=registry, persona=persona
+                        skill,
+                        execution,
+                        emit,
+                        self.runner,
+                        registry=registry,
+                        persona=persona,
+                        reach=self.reach,
                     )
                 except asyncio.CancelledError:
                     self._cancelled(execution, emit, "the call was cancelled")

@@ -1,4 +1,5 @@
-"""Path and environment safety: containment under an allow-list root, env allow-lists.
+"""Path and environment safety: containment under an allow-list root, env allow-lists, and the
+store files this process holds open (which nothing but the store may ever open).
 
 >>> is_within("/etc/ongrid/skills/a/run.sh", "/etc/ongrid/skills")
 True
@@ -17,6 +18,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -39,6 +41,29 @@ def is_within(path: str, root: str) -> bool:
 def canonical(path: str) -> str:
     """Resolve every symlink, like Go's ``filepath.EvalSymlinks`` (strict: must exist)."""
     return os.path.realpath(path, strict=True)
+
+
+#: Suffixes of the files SQLite keeps beside a database (the database itself is "").
+SQLITE_COMPANIONS = ("", "-wal", "-shm", "-journal")
+
+# Process-wide on purpose: SQLite's POSIX locks belong to the process, not to a descriptor, so
+# one open() + close() of the database file *anywhere* in the process silently drops them all
+# (another process then believes it is the last user and deletes the WAL under us). The store
+# records here every database file it opens; the file built-ins refuse them, whatever settings.
+_STORE_FILES: set[str] = set()
+_STORE_FILES_LOCK = threading.Lock()
+
+
+def register_store_file(path: str) -> None:
+    """Record a database file (and so its SQLite companions) the store of this process opened."""
+    with _STORE_FILES_LOCK:
+        _STORE_FILES.update(os.path.abspath(path) + suffix for suffix in SQLITE_COMPANIONS)
+
+
+def store_files() -> frozenset[str]:
+    """Every store file of this process (absolute paths, companions included)."""
+    with _STORE_FILES_LOCK:
+        return frozenset(_STORE_FILES)
 
 
 def child_env(allow: Iterable[str], environ: Mapping[str, str]) -> dict[str, str]:

@@ -27,6 +27,7 @@ from ongrid_skills.settings import Settings
 from ongrid_skills.skills.discovery import LogSink, default_sink
 from ongrid_skills.skills.registry import Registry, RegistryHolder, build_registry
 from ongrid_skills.store import Store, open_store
+from ongrid_skills.store.tokens import TokenInfo
 from ongrid_skills.types import Role
 
 LOG = logging.getLogger("ongrid_skills.runtime")
@@ -155,12 +156,11 @@ async def open_manager(
             own_store.close()
 
 
-def bootstrap_admin_token(store: Store) -> str | None:
+def bootstrap_admin_token(store: Store) -> tuple[str, TokenInfo] | None:
     """On first start (no active token), create an admin token and return it, once."""
     if store.tokens.count_active():
         return None
-    token, _ = store.tokens.create("admin", Role.ADMIN, actor="manager")
-    return token
+    return store.tokens.create("admin", Role.ADMIN, actor="manager")
 
 
 def watched_dirs(settings: Settings) -> list[str]:

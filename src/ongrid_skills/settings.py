@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
@@ -11,6 +12,9 @@ from typing import Any
 from ongrid_skills.errors import ConfigError
 from ongrid_skills.paths import split_dir_list
 from ongrid_skills.types import DEFAULT_TIMEOUT_SECONDS
+
+#: Default readable roots of the file built-ins (``tail_file``, ``disk_usage``).
+DEFAULT_READ_PATHS = ("/var/log",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,9 +39,17 @@ class Settings:
     llm_timeout_seconds: int = 120
     llm_stream: bool = True  # stream model output where the provider streams
     llm_max_tokens: int = 4096  # per model reply (Anthropic requires it)
+    # What the built-ins may reach (docs/security.md): readable roots of the file built-ins, and
+    # network rules of the probes (CIDRs, addresses or host names; ``*.example.com`` allowed).
+    builtin_read_paths: tuple[str, ...] = DEFAULT_READ_PATHS
+    builtin_net_allow: tuple[str, ...] = ()  # set: the probes reach only these targets
+    builtin_net_deny: tuple[str, ...] = ()  # added to the always-denied link-local + metadata
+    builtin_http_body_allow: tuple[str, ...] = ()  # probe_http returns bodies of these only
     config: Mapping[str, str] = field(
         default_factory=dict
     )  # skill config keys, e.g. prometheus.url
+    #: The TOML file these settings were read from (``--config``): built-ins never read it.
+    config_file: str | None = None
 
     def config_value(self, key: str) -> str | None:
         """A skill config key: ``ONGRID_PROMETHEUS_URL`` for ``prometheus.url``, then the file."""
@@ -58,18 +70,21 @@ class Settings:
             values.update(section)
         skill_config = _flatten(values.pop("config", {}) or {})
         for spec in fields(cls):
+            if spec.name not in _FIELD_NAMES:
+                continue
             raw = env.get(_ENV_NAMES.get(spec.name, "ONGRID_" + spec.name.upper()))
             if raw is not None:
                 values[spec.name] = raw
         settled = {k: _coerce(k, v) for k, v in values.items() if k in _FIELD_NAMES}
         settled["config"] = ConfigView(skill_config, env)
+        settled["config_file"] = os.path.abspath(config) if config else None
         if settled.get("llm_api_key") is None:  # the provider's usual variable
             provider = settled.get("llm_provider") or "openai"
             settled["llm_api_key"] = env.get(_LLM_KEY_FALLBACK[provider]) or None
         return cls(**settled)
 
 
-_FIELD_NAMES = {f.name for f in fields(Settings)} - {"config"}
+_FIELD_NAMES = {f.name for f in fields(Settings)} - {"config", "config_file"}
 
 
 class ConfigView(Mapping[str, str]):
@@ -137,7 +152,23 @@ LLM_PROVIDERS = ("openai", "anthropic")
 _LLM_KEY_FALLBACK = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 
 
+_NET_LIST_FIELDS = {"builtin_net_allow", "builtin_net_deny", "builtin_http_body_allow"}
+
+
 def _coerce(name: str, value: Any) -> Any:
+    if name == "builtin_read_paths":
+        roots = _coerce("read_dirs", value)
+        relative = [root for root in roots if not os.path.isabs(root)]
+        if relative:
+            raise ConfigError(f"{name} entries must be absolute paths, got {relative[0]!r}")
+        return roots
+    if name in _NET_LIST_FIELDS:
+        # Commas or blanks, never ":" (IPv6 addresses hold colons).
+        if isinstance(value, str):
+            return tuple(part for part in re.split(r"[,\s]+", value) if part)
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return tuple(v.strip() for v in value if v.strip())
+        raise ConfigError(f"{name} must be a list of CIDRs, addresses or host names")
     if name.endswith("_dirs"):
         if isinstance(value, str):
             return tuple(split_dir_list(value))

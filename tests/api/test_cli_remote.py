@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import json
 import os
+import pty
 import re
+import select
+import stat
 import subprocess
 import time
 from collections.abc import Iterator
@@ -145,7 +148,7 @@ def remote(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Remote]:
     first = launch(data, env, expect_token=True)
     after_first = first.stop()
     assert "token" not in after_first
-    match = TOKEN_RE.search(first.lines[1])
+    match = TOKEN_RE.fullmatch((data / "first-admin-token").read_text().strip())
     assert match, first.lines
     remote = Remote(base, data, env, first.lines, first, {"admin": match.group(0)})
     for name, role in [("olga", "operator"), ("oscar", "operator"), ("vera", "viewer")]:
@@ -161,13 +164,53 @@ def remote(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Remote]:
 
 
 # ---- serve and tokens ---------------------------------------------------------------------------
-def test_serve_on_a_fresh_data_dir_prints_the_url_and_an_admin_token_once(remote: Remote) -> None:
+def test_serve_on_a_fresh_data_dir_logs_only_the_id_of_its_admin_token(remote: Remote) -> None:
+    """stdout is a pipe here (a log): the token goes to a 0600 file, never to the output."""
     serving, token_line = remote.first_start
     assert serving.startswith("ongrid-skills: serving on http://127.0.0.1:")
     assert f"(data in {remote.data})" in serving
+    token_file = remote.data / "first-admin-token"
+    assert token_line.startswith("ongrid-skills: first start, admin token ogs_")
+    assert f"written to {token_file}" in token_line
+    assert not TOKEN_RE.search(token_line)
+    assert remote.tokens["admin"] not in token_line
+    assert remote.tokens["admin"][:8] in token_line  # a prefix to recognise it by
+    assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+    assert remote.http("POST", "/v1/reload", "admin").status_code == 200  # an admin token
+
+
+def test_serve_on_a_terminal_prints_the_admin_token_once(tmp_path: Path) -> None:
+    """A pseudo-terminal as stdout: the one place the whole token is shown."""
+    port = free_port()
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [venv_bin("ongrid-skills"), "-q", "serve", "--port", str(port)],
+        stdout=follower,
+        stderr=subprocess.DEVNULL,
+        env={
+            "PATH": os.environ["PATH"],
+            "ONGRID_DATA_DIR": str(tmp_path / "data"),
+            "ONGRID_BUNDLED_SKILLS": "0",
+        },
+    )
+    os.close(follower)
+    try:
+        seen = b""
+        deadline = time.monotonic() + 30
+        while seen.count(b"\n") < 2:
+            assert time.monotonic() < deadline, seen
+            readable, _, _ = select.select([leader], [], [], 1)
+            if readable:
+                seen += os.read(leader, 4096)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+        os.close(leader)
+    serving, token_line = seen.decode().splitlines()[:2]
+    assert serving.startswith("ongrid-skills: serving on http://127.0.0.1:")
     assert token_line.startswith("ongrid-skills: first start, admin token (shown once")
     assert TOKEN_RE.fullmatch(token_line.rsplit(" ", 1)[1].strip())
-    assert remote.http("POST", "/v1/reload", "admin").status_code == 200  # an admin token
+    assert not (tmp_path / "data" / "first-admin-token").exists()
 
 
 def test_a_second_start_prints_the_url_but_no_token(remote: Remote) -> None:

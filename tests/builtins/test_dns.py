@@ -7,13 +7,17 @@ from typing import Any
 
 import pytest
 
-from ongrid_skills.builtins.base import BuiltinContext, BuiltinFailure
+from ongrid_skills.builtins.base import BuiltinContext, BuiltinFailure, Reach
 from ongrid_skills.builtins.dns import probe_dns
+from ongrid_skills.builtins.netrules import NetRules
 from tests.builtins import assert_schema
+
+#: The loopback targets these tests use, allowed explicitly (an allow list: nothing else).
+LOOPBACK = Reach(net=NetRules.parse(allow=["127.0.0.0/8", "::1", "localhost"]))
 
 
 def run(**args: Any) -> dict[str, Any]:
-    result: dict[str, Any] = asyncio.run(probe_dns(BuiltinContext(), **args))
+    result: dict[str, Any] = asyncio.run(probe_dns(BuiltinContext(reach=LOOPBACK), **args))
     return result
 
 

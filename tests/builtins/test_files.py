@@ -1,4 +1,8 @@
-"""tail_file and disk_usage against real files, FIFOs and file systems under tmp_path."""
+"""tail_file and disk_usage against real files, FIFOs and file systems under tmp_path.
+
+Each test's tmp_path is configured as the readable root explicitly (the default is /var/log
+only); the refusals themselves are tested in test_reach.py.
+"""
 
 from __future__ import annotations
 
@@ -11,18 +15,27 @@ from typing import Any
 
 import pytest
 
-from ongrid_skills.builtins.base import BuiltinContext, BuiltinFailure
+from ongrid_skills.builtins.base import BuiltinContext, BuiltinFailure, Reach
 from ongrid_skills.builtins.files import disk_usage, tail_file
 from tests.builtins import assert_schema
 
+#: The reach of the running test: its tmp_path as the one readable root (see readable()).
+CURRENT: dict[str, Reach] = {}
+
+
+@pytest.fixture(autouse=True)
+def readable(tmp_path: Path) -> None:
+    CURRENT["reach"] = Reach(read_roots=(str(tmp_path),))
+
 
 def tail(config: dict[str, str] | None = None, **args: Any) -> dict[str, Any]:
-    result: dict[str, Any] = asyncio.run(tail_file(BuiltinContext(config=config or {}), **args))
+    ctx = BuiltinContext(config=config or {}, reach=CURRENT["reach"])
+    result: dict[str, Any] = asyncio.run(tail_file(ctx, **args))
     return result
 
 
 def usage(**args: Any) -> dict[str, Any]:
-    result: dict[str, Any] = asyncio.run(disk_usage(BuiltinContext(), **args))
+    result: dict[str, Any] = asyncio.run(disk_usage(BuiltinContext(reach=CURRENT["reach"]), **args))
     return result
 
 
@@ -152,6 +165,7 @@ def test_directory_socket_and_device_are_refused(tmp_path: Path) -> None:
         sock.bind(str(tmp_path / "sock"))
         with pytest.raises(BuiltinFailure, match="socket"):
             tail(path=str(tmp_path / "sock"))
+    CURRENT["reach"] = Reach(read_roots=(str(tmp_path), "/dev"))  # an operator who allows /dev
     with pytest.raises(BuiltinFailure, match="character device"):
         tail(path="/dev/null")
 

@@ -1,4 +1,8 @@
-"""probe_http against a real HTTP(S) server on loopback."""
+"""probe_http against a real HTTP(S) server on loopback.
+
+These tests allow bodies from 127.0.0.1 explicitly (the default returns none); the refusals and
+the withheld body are tested in test_reach_net.py.
+"""
 
 from __future__ import annotations
 
@@ -15,8 +19,9 @@ from typing import Any, ClassVar
 
 import pytest
 
-from ongrid_skills.builtins.base import BuiltinContext, BuiltinFailure
+from ongrid_skills.builtins.base import BuiltinContext, BuiltinFailure, Reach
 from ongrid_skills.builtins.http import probe_http
+from ongrid_skills.builtins.netrules import NetRules
 from tests.builtins import QuietHandler, assert_schema, serve
 
 BIG = 2 * 1024 * 1024
@@ -66,8 +71,12 @@ def base_url() -> Iterator[str]:
             Handler.release.set()
 
 
+#: The loopback test servers' bodies may be returned.
+LOOPBACK_BODIES = Reach(net=NetRules.parse(body_allow=["127.0.0.1"]))
+
+
 def run(**args: Any) -> dict[str, Any]:
-    result: dict[str, Any] = asyncio.run(probe_http(BuiltinContext(), **args))
+    result: dict[str, Any] = asyncio.run(probe_http(BuiltinContext(reach=LOOPBACK_BODIES), **args))
     return result
 
 

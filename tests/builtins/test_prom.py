@@ -13,7 +13,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from ongrid_skills.builtins.base import BuiltinContext, BuiltinFailure
+from ongrid_skills.builtins.base import BuiltinContext, BuiltinFailure, Reach
+from ongrid_skills.builtins.netrules import NetRules
 from ongrid_skills.builtins.prom import query_promql
 from ongrid_skills.skills.impls import resolve
 from tests.builtins import QuietHandler, assert_schema, serve
@@ -96,9 +97,15 @@ def prom_url() -> Iterator[str]:
             Prometheus.release.set()
 
 
+#: The loopback targets these tests use, allowed explicitly (an allow list: nothing else).
+LOOPBACK = Reach(net=NetRules.parse(allow=["127.0.0.0/8", "::1", "localhost"]))
+
+
 def run(url: str | None, **args: Any) -> dict[str, Any]:
     config = {"prometheus.url": url} if url is not None else {}
-    result: dict[str, Any] = asyncio.run(query_promql(BuiltinContext(config=config), **args))
+    result: dict[str, Any] = asyncio.run(
+        query_promql(BuiltinContext(config=config, reach=LOOPBACK), **args)
+    )
     return result
 
 

@@ -14,10 +14,11 @@ defaults give the JSON schema when the SKILL.md declares none::
 
 The return value must be JSON-serialisable; it is the call's result. Raise
 :class:`BuiltinFailure` for an expected failure (unreachable host, missing file…): the call
-fails with ``error.code = "builtin_failed"`` and the message; any other exception is an
-``internal_error``. A built-in sees the registry it runs against only as a :class:`Catalogue`
-(``ctx.registry``); the registry finds built-ins by name (:mod:`ongrid_skills.skills.impls`),
-never by import.
+fails with the failure's ``code`` (``builtin_failed``; ``forbidden_path`` / ``forbidden_target``
+for a refusal by the operator's reach rules, see :mod:`ongrid_skills.builtins.reach`) and the
+message; any other exception is an ``internal_error``.
+A built-in sees the registry it runs against only as a :class:`Catalogue` (``ctx.registry``);
+the registry finds built-ins by name (:mod:`ongrid_skills.skills.impls`), never by import.
 """
 
 from __future__ import annotations
@@ -26,9 +27,21 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ongrid_skills.builtins.failures import BuiltinFailure, ForbiddenPath, ForbiddenTarget
+from ongrid_skills.builtins.reach import Reach
 from ongrid_skills.skills.model import Skill
 from ongrid_skills.skills.persona import Persona
 from ongrid_skills.skills.search import SearchIndex
+
+__all__ = [
+    "BuiltinContext",
+    "BuiltinFailure",
+    "Catalogue",
+    "Emit",
+    "ForbiddenPath",
+    "ForbiddenTarget",
+    "Reach",
+]
 
 Emit = Callable[[str, dict[str, Any]], None]
 
@@ -45,22 +58,20 @@ class Catalogue(Protocol):
     def search_index(self) -> SearchIndex: ...
 
 
-class BuiltinFailure(Exception):
-    """An expected failure of a built-in; its message is shown to the caller and the model."""
-
-
 @dataclass(slots=True)
 class BuiltinContext:
     """``config``: the manager's config keys (``prometheus.url`` …); ``emit(kind, data)``:
     timeline events (``"stderr", {"line": ...}`` or ``"progress", {"progress", "total",
     "message"}``); ``registry``: the catalogue the call runs against (for catalogue tools);
-    ``permits(skill)``: whether the caller may be offered that skill (the gate's answer)."""
+    ``permits(skill)``: whether the caller may be offered that skill (the gate's answer);
+    ``reach``: the paths and network targets the operator lets built-ins reach."""
 
     config: Mapping[str, str] = field(default_factory=dict)
     emit: Emit = field(default=lambda _kind, _data: None)
     registry: Catalogue | None = None
     persona: Persona | None = None  # the persona the call runs as, if any
     permits: Callable[[Skill], bool] = field(default=lambda _skill: True)
+    reach: Reach = field(default_factory=Reach)
 
     def log(self, line: str) -> None:
         """Add one ``stderr`` line to the call's timeline (and its stderr tail)."""

@@ -6,7 +6,10 @@ service reach that one". ``A`` asks for IPv4 addresses, ``AAAA`` for IPv6, ``ANY
 *not* a DNS ``ANY`` query).
 
 A name that does not exist (NXDOMAIN) is a failure; a name that exists but has no address of the
-asked family answers with an empty list and a note.
+asked family answers with an empty list and a note. The operator's net rules apply as to the
+probes: a denied name is refused before it is looked up, and an answer holding an address the
+rules refuse (link-local, metadata, ``builtin_net_deny``, outside ``builtin_net_allow``) is not
+shown (``forbidden_target``).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from ongrid_skills.builtins.base import BuiltinContext, BuiltinFailure
+from ongrid_skills.builtins.base import BuiltinContext, BuiltinFailure, ForbiddenTarget
 
 __all__ = ["probe_dns"]
 
@@ -91,6 +94,10 @@ async def probe_dns(
         raise BuiltinFailure(f"record_type {record_type!r} is not one of A, AAAA, ANY")
     if not 1 <= timeout_ms <= 30000:
         raise BuiltinFailure("timeout_ms must be within 1..30000")
+    rules = ctx.reach.net
+    why = rules.name_refusal(name)
+    if why is not None:
+        raise ForbiddenTarget(f"{name} is refused: {why}")
     budget = timeout_ms / 1000
     started = time.monotonic()
 
@@ -124,6 +131,7 @@ async def probe_dns(
         found = []
         note = f"{name!r} exists but has no {record_type} address"
 
+    rules.check(name, [address for _fam, address, _canon in found])
     canonical = next((canon for _fam, _addr, canon in found if canon), None)
     result: dict[str, Any] = {
         "name": name,

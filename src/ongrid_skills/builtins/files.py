@@ -2,13 +2,19 @@
 
 ``tail_file`` reads a file from its end, block by block, and stops as soon as it has the asked
 number of lines or has read ``max_bytes``: a 50 GiB log costs one or two small reads. Only regular
-files are read: the path is checked with ``stat`` before it is opened (so a device is never
-opened — opening some devices has side effects), then opened with ``O_NONBLOCK`` and checked again
-with ``fstat`` (so a FIFO swapped in between never blocks the call).
+files are read, and a device is never opened (opening some devices has side effects).
 
-Optional confinement: when the config key ``files.allowed_dirs`` is set (absolute directories
-separated by ``:`` or ``,``), ``tail_file`` reads only files whose canonical path (every symlink
-resolved) lies under one of them. Unset = any file the manager can read.
+What may be read is the operator's (:class:`~ongrid_skills.builtins.reach.Reach`): files whose
+canonical path (every symlink resolved) lies under a readable root (``builtin_read_paths``,
+default ``/var/log``), never the manager's own files. The file is first opened with ``O_PATH``,
+which reads nothing, runs no device driver and — unlike a real open — drops no POSIX lock when
+closed; the path it names and its identity are checked on that descriptor, and only then is the
+very same file reopened for reading through ``/proc/self/fd`` (no swap possible in between).
+``disk_usage`` measures the file system of a path under a readable root, or of a mount point.
+The legacy config key ``files.allowed_dirs`` (absolute directories separated by ``:`` or ``,``)
+narrows ``tail_file`` further when set.
+
+Lines read are passed through :func:`~ongrid_skills.builtins.redact.redact` (tokens, passwords).
 """
 
 from __future__ import annotations
@@ -20,7 +26,8 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from ongrid_skills.builtins.base import BuiltinContext, BuiltinFailure
+from ongrid_skills.builtins.base import BuiltinContext, BuiltinFailure, ForbiddenPath, Reach
+from ongrid_skills.builtins.redact import redact
 from ongrid_skills.paths import is_within, split_dir_list
 
 __all__ = ["disk_usage", "tail_file"]
@@ -76,31 +83,64 @@ def _allowed_roots(ctx: BuiltinContext) -> list[str] | None:
     return roots
 
 
-def _check_confined(path: str, real: str, roots: list[str] | None) -> None:
+def _check_confined(path: str, real: str, reach: Reach, roots: list[str] | None) -> None:
+    reach.check_path(path, real)
     if roots is not None and not any(is_within(real, root) for root in roots):
-        raise BuiltinFailure(f"{path} is outside the allowed directories ({ALLOWED_DIRS_KEY})")
+        raise ForbiddenPath(f"{path} is outside the allowed directories ({ALLOWED_DIRS_KEY})")
 
 
-def _tail(path: str, lines: int, max_bytes: int, roots: list[str] | None) -> dict[str, Any]:
+_READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+_O_PATH: int = getattr(os, "O_PATH", 0)
+
+
+def _open_checked(path: str, reach: Reach, roots: list[str] | None) -> tuple[int, os.stat_result]:
+    """A read-only descriptor of the regular file ``path`` once every check has passed."""
+    real = os.path.realpath(path)
+    _check_confined(path, real, reach, roots)
+    if _O_PATH:
+        # Named, not opened (see the module docstring): checked on the descriptor, then reopened.
+        handle = os.open(real, _O_PATH | os.O_CLOEXEC)
+        try:
+            st = os.fstat(handle)
+            try:  # the path may have been swapped between realpath() and open()
+                named = os.readlink(f"/proc/self/fd/{handle}")
+            except OSError:
+                named = real
+            _check_file(path, named, st, reach, roots)
+            try:
+                fd = os.open(f"/proc/self/fd/{handle}", _READ_FLAGS)
+            except FileNotFoundError:  # no /proc: the checked name, identities compared below
+                fd = os.open(named, _READ_FLAGS)
+        finally:
+            os.close(handle)
+    else:  # no O_PATH (not Linux): check by path and identity, then open
+        st = os.stat(real)
+        _check_file(path, real, st, reach, roots)
+        fd = os.open(real, _READ_FLAGS)
+    opened = os.fstat(fd)
+    if (opened.st_dev, opened.st_ino) != (st.st_dev, st.st_ino):
+        os.close(fd)
+        raise ForbiddenPath(f"{path} changed while it was being opened")
+    return fd, opened
+
+
+def _check_file(
+    path: str, real: str, st: os.stat_result, reach: Reach, roots: list[str] | None
+) -> None:
+    _check_confined(path, real, reach, roots)
+    reach.check_identity(path, st)  # a hard link or bind mount of a protected file
+    if not stat.S_ISREG(st.st_mode):
+        raise BuiltinFailure(f"{path} is {_kind(st.st_mode)}, not a regular file")
+
+
+def _tail(
+    path: str, lines: int, max_bytes: int, reach: Reach, roots: list[str] | None
+) -> dict[str, Any]:
     try:
-        real = os.path.realpath(path)
-        _check_confined(path, real, roots)
-        before = os.stat(real)
-        if not stat.S_ISREG(before.st_mode):
-            raise BuiltinFailure(f"{path} is {_kind(before.st_mode)}, not a regular file")
-        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        fd, st = _open_checked(path, reach, roots)
     except OSError as exc:
         raise _os_error(path, exc) from None
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise BuiltinFailure(f"{path} is {_kind(st.st_mode)}, not a regular file")
-        if roots is not None:  # the path may have been swapped between the check and open
-            try:
-                opened = os.readlink(f"/proc/self/fd/{fd}")
-            except OSError:
-                opened = real
-            _check_confined(path, opened, roots)
         size = st.st_size
         pos = size
         blocks: list[bytes] = []
@@ -148,7 +188,7 @@ def _tail(path: str, lines: int, max_bytes: int, roots: list[str] | None) -> dic
             partial_first = True  # one line longer than max_bytes: its end only
     truncated = not at_start or len(pieces) > lines
     pieces = pieces[-lines:]
-    out = [piece.decode("utf-8", errors="replace").removesuffix("\r") for piece in pieces]
+    out = [redact(piece.decode("utf-8", errors="replace").removesuffix("\r")) for piece in pieces]
     result: dict[str, Any] = {
         "path": path,
         "lines": out,
@@ -185,7 +225,7 @@ async def tail_file(
         raise BuiltinFailure(f"lines must be within 1..{MAX_LINES}")
     if not 1 <= max_bytes <= MAX_MAX_BYTES:
         raise BuiltinFailure(f"max_bytes must be within 1..{MAX_MAX_BYTES}")
-    return await asyncio.to_thread(_tail, path, lines, max_bytes, _allowed_roots(ctx))
+    return await asyncio.to_thread(_tail, path, lines, max_bytes, ctx.reach, _allowed_roots(ctx))
 
 
 def _mount_point(path: str) -> str:
@@ -198,7 +238,8 @@ def _mount_point(path: str) -> str:
     return current
 
 
-def _usage(path: str) -> dict[str, Any]:
+def _usage(path: str, reach: Reach) -> dict[str, Any]:
+    reach.check_path(path, os.path.realpath(path), mount_points=True)
     try:
         vfs = os.statvfs(path)
         mount = _mount_point(path)
@@ -237,4 +278,4 @@ async def disk_usage(
 ) -> dict[str, Any]:
     """Size, use and free space (bytes and inodes) of the file system holding ``path``."""
     path = _check_absolute(path)
-    return await asyncio.to_thread(_usage, path)
+    return await asyncio.to_thread(_usage, path, ctx.reach)

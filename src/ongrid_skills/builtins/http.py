@@ -6,6 +6,12 @@ probe). Redirects are reported, not followed, unless asked (then at most
 :data:`MAX_REDIRECTS`). The body is read only up to ``max_body_bytes`` — the rest is never
 downloaded — and decoded with replacement characters, so a binary or huge answer is harmless.
 The whole probe (connect, TLS, headers, body excerpt) stays within ``timeout_ms``.
+
+Where it may go is the operator's: every connection (redirect hops included) goes through the
+guarded transport (:mod:`ongrid_skills.builtins.transport`), which refuses link-local and cloud
+metadata addresses and applies ``builtin_net_allow`` / ``builtin_net_deny`` (``forbidden_target``).
+The body is returned only for targets listed in ``builtin_http_body_allow`` (default: none):
+otherwise it is not even read, and the result says so (``body_withheld``).
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ import httpx
 from pydantic import Field
 
 from ongrid_skills.builtins.base import BuiltinContext, BuiltinFailure
+from ongrid_skills.builtins.netrules import NetRules, parse_address
+from ongrid_skills.builtins.transport import guarded_client
 
 __all__ = ["probe_http"]
 
@@ -105,6 +113,14 @@ def _tls_info(response: httpx.Response) -> dict[str, Any] | None:
     return info
 
 
+def _body_allowed(rules: NetRules, response: httpx.Response) -> bool:
+    """Whether the operator lets bodies of this answer's host (or address) be returned."""
+    stream = response.extensions.get("network_stream")
+    peer = stream.get_extra_info("server_addr") if stream is not None else None
+    address = parse_address(str(peer[0])) if isinstance(peer, tuple) and peer else None
+    return rules.body_allowed(response.url.host, address)
+
+
 async def _read_capped(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
     """At most ``limit`` bytes of the raw body, and whether there was more."""
     chunks: list[bytes] = []
@@ -173,16 +189,17 @@ async def probe_http(
     if expect_status is not None and not 100 <= expect_status <= 599:
         raise BuiltinFailure("expect_status must be within 100..599")
 
+    rules = ctx.reach.net
     budget = timeout_ms / 1000
     started = time.monotonic()
     try:
         async with (
             asyncio.timeout(budget),
-            httpx.AsyncClient(
-                trust_env=False,
+            guarded_client(
+                rules,
+                verify=verify_tls,
                 follow_redirects=follow_redirects,
                 max_redirects=MAX_REDIRECTS,
-                verify=verify_tls,
                 timeout=httpx.Timeout(budget),
                 headers={"User-Agent": USER_AGENT, "Accept-Encoding": "identity"},
             ) as client,
@@ -190,7 +207,8 @@ async def probe_http(
         ):
             headers_ms = elapsed_ms(started)
             tls = _tls_info(response)
-            if method == "GET" and max_body_bytes > 0:
+            withheld = not _body_allowed(rules, response)
+            if method == "GET" and max_body_bytes > 0 and not withheld:
                 body, truncated = await _read_capped(response, max_body_bytes)
             else:
                 body, truncated = b"", False
@@ -227,7 +245,12 @@ async def probe_http(
         "body_truncated": truncated,
         "tls": tls,
     }
-    if body or method == "GET":
+    if withheld and method == "GET":
+        result["body_withheld"] = True
+        result["body_note"] = (
+            f"body not returned: {response.url.host} is not in builtin_http_body_allow"
+        )
+    elif body or method == "GET":
         if content_encoding not in ("identity", ""):
             result["body_note"] = f"body is {content_encoding}-encoded; not decoded"
         else:

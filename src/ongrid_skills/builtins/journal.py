@@ -10,7 +10,8 @@ Output is read line by line as it comes: each JSON entry is reduced at once to
 ``{ts, unit, identifier, priority, message, pid, host}`` (messages cut at
 :data:`MAX_MESSAGE_CHARS`) and only the newest ``lines`` are kept, so memory stays bounded
 whatever the journal holds. Past :data:`MAX_STDOUT_BYTES` of output the reading stops
-(``truncated: true``).
+(``truncated: true``). Messages are shown with secrets redacted (tokens, ``password=…``,
+``Authorization:`` values: see :mod:`ongrid_skills.builtins.redact`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from ongrid_skills.builtins.base import BuiltinContext, BuiltinFailure
+from ongrid_skills.builtins.redact import redact
 
 __all__ = ["read_journal"]
 
@@ -94,7 +96,7 @@ def _entry(record: dict[str, Any]) -> dict[str, Any]:
         )
     priority_text = _text(record.get("PRIORITY"))
     priority = int(priority_text) if priority_text and priority_text.isdigit() else None
-    message = _text(record.get("MESSAGE")) or ""
+    message = redact(_text(record.get("MESSAGE")) or "")
     if len(message) > MAX_MESSAGE_CHARS:
         message = message[: MAX_MESSAGE_CHARS - 1] + "…"
     pid_text = _text(record.get("_PID"))

@@ -5,7 +5,10 @@ probe (name resolution plus every connect attempt) stays within ``timeout_ms``. 
 several addresses they are tried in the order the resolver gives, until one connects.
 
 The outcome is data, not a failure: a closed port is an answer (``open: false`` with a
-``reason``), so the model can reason about it.
+``reason``), so the model can reason about it. A target the operator's net rules refuse
+(link-local, cloud metadata, ``builtin_net_deny``, outside ``builtin_net_allow``) is a failure,
+``forbidden_target``: every resolved address is checked before any connect, and the connects go
+to exactly those addresses.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from ongrid_skills.builtins.base import BuiltinContext, BuiltinFailure
+from ongrid_skills.builtins.base import BuiltinContext, BuiltinFailure, ForbiddenTarget
 
 __all__ = ["probe_tcp"]
 
@@ -102,6 +105,10 @@ async def probe_tcp(
         raise BuiltinFailure(f"port {port} is out of range 1..65535")
     if not 1 <= timeout_ms <= 60000:
         raise BuiltinFailure("timeout_ms must be within 1..60000")
+    rules = ctx.reach.net
+    why = rules.name_refusal(host)
+    if why is not None:
+        raise ForbiddenTarget(f"{host} is refused: {why}")
     budget = timeout_ms / 1000
     started = time.monotonic()
     deadline = started + budget
@@ -143,6 +150,7 @@ async def probe_tcp(
             targets.append(key)
     if not targets:
         return result("dns", None, f"{host!r} resolved to no address")
+    rules.check(host, [str(sockaddr[0]) for _family, sockaddr in targets])
 
     last: tuple[Reason, str | None, str | None] = ("timeout", None, "no time left")
     tried = 0

@@ -3,6 +3,10 @@
 No psutil and no ``ps`` subprocess: per process, ``/proc/<pid>/stat`` (state, parent, CPU time,
 start time, resident memory), ``status`` (effective uid) and ``cmdline``. A process that exits
 while the table is being read is simply left out. Read-only: nothing is signalled or traced.
+
+Command lines are shown with secrets redacted (``--token ogs_…``, ``password=…``: see
+:mod:`ongrid_skills.builtins.redact`), and ``name_contains`` matches the redacted text only, so
+a search cannot guess a secret character by character.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from ongrid_skills.builtins.base import BuiltinContext, BuiltinFailure
+from ongrid_skills.builtins.redact import redact
 
 __all__ = ["list_processes"]
 
@@ -88,7 +93,7 @@ def _process(
             uid = os.stat(f"{PROC}/{pid}").st_uid
         except OSError:
             return None
-    cmdline = cmdline_raw.rstrip(b"\x00").replace(b"\x00", b" ").decode("utf-8", "replace")
+    cmdline = redact(cmdline_raw.rstrip(b"\x00").replace(b"\x00", b" ").decode("utf-8", "replace"))
     if len(cmdline) > CMDLINE_CHARS:
         cmdline = cmdline[: CMDLINE_CHARS - 1] + "…"
     start = boot + start_ticks / clk_tck

@@ -6,6 +6,10 @@ Prometheus query API (Thanos, Cortex/Mimir, VictoriaMetrics) works. An instant q
 ``/api/v1/query``; with ``range_seconds`` it becomes a range query (``/api/v1/query_range``)
 ending at ``time`` (default now). Queries are read-only by nature.
 
+The connection goes through the guarded transport (:mod:`ongrid_skills.builtins.transport`):
+a ``prometheus.url`` on a link-local or metadata address, or outside ``builtin_net_allow``, is
+refused (``forbidden_target``) like any probe target.
+
 No environment proxies (``trust_env=False``); the whole call stays within ``timeout_ms`` (also
 passed to Prometheus as its query ``timeout``); the answer is read up to
 :data:`MAX_RESPONSE_BYTES` — a query that returns more must be narrowed.
@@ -26,6 +30,7 @@ from pydantic import Field
 
 from ongrid_skills.builtins.base import BuiltinContext, BuiltinFailure
 from ongrid_skills.builtins.http import USER_AGENT, check_url, elapsed_ms
+from ongrid_skills.builtins.transport import guarded_client
 
 __all__ = ["query_promql"]
 
@@ -163,8 +168,8 @@ async def query_promql(
     try:
         async with (
             asyncio.timeout(budget),
-            httpx.AsyncClient(
-                trust_env=False,
+            guarded_client(
+                ctx.reach.net,
                 follow_redirects=False,
                 timeout=httpx.Timeout(budget),
                 headers={"User-Agent": USER_AGENT, "Accept": "application/json"},

@@ -23,7 +23,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from ongrid_skills.builtins.base import BuiltinContext, BuiltinFailure
+from ongrid_skills.builtins.base import BuiltinContext, BuiltinFailure, Reach
 from ongrid_skills.execution.records import ErrorInfo, Event, EventSink, Status
 from ongrid_skills.execution.runner import RunOutcome
 from ongrid_skills.execution.stderr import TAIL_BYTES
@@ -47,8 +47,10 @@ async def run_builtin(
     registry: Registry | None = None,
     persona: Persona | None = None,
     config: Mapping[str, str] | None = None,
+    reach: Reach | None = None,
 ) -> RunOutcome:
-    """Call ``skill.builtin`` with ``args`` and return the outcome a child process would give."""
+    """Call ``skill.builtin`` with ``args`` and return the outcome a child process would give;
+    ``reach`` (default: the strict defaults) bounds what it may read and connect to."""
     tail: list[str] = []
     tail_size = 0
     ended = False
@@ -84,6 +86,7 @@ async def run_builtin(
         registry=registry,
         persona=persona,
         permits=(lambda s: persona_permits(persona, s)) if persona is not None else _any_skill,
+        reach=reach if reach is not None else Reach(),
     )
     started_wall = time.time()
     started = time.monotonic()
@@ -119,7 +122,7 @@ async def run_builtin(
         limit = skill.timeout_seconds
         return done(Status.TIMED_OUT, error=ErrorInfo("timed_out", f"timed out after {limit} s"))
     except BuiltinFailure as exc:
-        return done(Status.FAILED, error=ErrorInfo("builtin_failed", str(exc)), exit_code=1)
+        return done(Status.FAILED, error=ErrorInfo(exc.code, str(exc)), exit_code=1)
     except Exception as exc:  # a bug in the built-in (or an unserialisable result)
         LOG.exception("built-in %s failed", skill.name)
         return done(

@@ -15,12 +15,14 @@ import time
 from functools import lru_cache
 from typing import Any
 
+from ongrid_skills.builtins.base import Reach
 from ongrid_skills.errors import ApprovalRequired, Denied, InvalidArgs, InvalidRequest, Violation
 from ongrid_skills.execution.inprocess import run_builtin
 from ongrid_skills.execution.records import Event, EventSink, Execution, Status
 from ongrid_skills.execution.runner import Runner, RunOutcome, SpawnSpec, SubprocessRunner
 from ongrid_skills.governance.gate import admit
 from ongrid_skills.paths import child_env
+from ongrid_skills.settings import Settings
 from ongrid_skills.skills.model import Skill
 from ongrid_skills.skills.persona import Persona
 from ongrid_skills.skills.registry import Registry
@@ -57,12 +59,14 @@ async def execute(
     allow_dangerous: bool = False,
     runner: Runner | None = None,
     requested_by: str | None = None,
+    reach: Reach | None = None,
 ) -> Execution:
     """Run ``name`` with ``args`` and return its Execution.
 
     ``confirm`` is the human confirmation a mutating skill needs; ``allow_dangerous`` (with
     ``confirm``) is the local break-glass for a dangerous skill. ``on_event`` receives each
-    timeline event as it happens. Raises UnknownSkill, UnknownPersona, Denied, InvalidArgs and
+    timeline event as it happens. ``reach`` bounds what built-ins touch (default: from the
+    ``ONGRID_*`` settings). Raises UnknownSkill, UnknownPersona, Denied, InvalidArgs and
     ApprovalRequired; a skill's own failure is in the returned Execution.
     """
     skill = registry.get(name)
@@ -78,8 +82,16 @@ async def execute(
     if decision.action == "approve":
         raise ApprovalRequired(decision.reason, signatures_required=decision.signatures_required)
     execution = Execution(skill=name, args=args, persona=persona, requested_by=requested_by)
+    if reach is None and skill.builtin is not None:
+        reach = Reach.from_settings(Settings.load())
     await run_skill(
-        skill, execution, on_event, runner or default_runner(), registry=registry, persona=who
+        skill,
+        execution,
+        on_event,
+        runner or default_runner(),
+        registry=registry,
+        persona=who,
+        reach=reach,
     )
     return execution
 
@@ -92,6 +104,7 @@ async def run_skill(
     *,
     registry: Registry | None = None,
     persona: Persona | None = None,
+    reach: Reach | None = None,
 ) -> None:
     """Run an already-gated call and fill ``execution`` in place."""
 
@@ -103,7 +116,9 @@ async def run_skill(
     execution.started_at = time.time()
     emit(Event("status", {"status": "running", "skill": skill.name}))
     if skill.builtin is not None:
-        outcome = await run_builtin(skill, execution.args, emit, registry=registry, persona=persona)
+        outcome = await run_builtin(
+            skill, execution.args, emit, registry=registry, persona=persona, reach=reach
+        )
         apply_outcome(execution, outcome)
         emit(Event("status", {"status": execution.status.value}))
         return

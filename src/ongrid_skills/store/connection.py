@@ -22,6 +22,7 @@ from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.exc import OperationalError
 
 from ongrid_skills.errors import StorageFull
+from ongrid_skills.paths import register_store_file
 from ongrid_skills.store.rawsql import RawSQL
 
 MIGRATIONS = Path(__file__).with_name("migrations")
@@ -119,6 +120,10 @@ def open_database(data_dir: str = ".ongrid", url: str | None = None) -> Database
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
         event.listen(engine, "begin", _begin)
+        if engine.url.database and engine.url.database != ":memory:":
+            # Before the first connection: from now on no other code in this process may open
+            # this file (see paths.register_store_file for why).
+            register_store_file(engine.url.database)
     db = Database(engine)
     db.migrate()
     return db

@@ -19,6 +19,7 @@ from typing import Any, NoReturn
 import click
 
 from ongrid_skills import toolspec
+from ongrid_skills.builtins.reach import Reach
 from ongrid_skills.doors.cli import chat as cli_agent
 from ongrid_skills.doors.cli import mcp as cli_mcp
 from ongrid_skills.doors.cli import server as cli_server
@@ -76,7 +77,16 @@ class Context:
     def settings(self) -> Settings:
         """The settings: the environment over the ``--config`` file; a bad one exits 2."""
         try:
-            return Settings.load(config=self.config)
+            settings = Settings.load(config=self.config)
+            Reach.from_settings(settings)  # a malformed network rule fails here, not in a server
+        except SkillError as exc:
+            fail(exc)
+        return settings
+
+    def reach(self) -> Reach:
+        """What built-ins run by this command may reach (the operator's settings)."""
+        try:
+            return Reach.from_settings(self.settings())
         except SkillError as exc:
             fail(exc)
 
@@ -224,6 +234,7 @@ def run(
         message = f"ARGS_JSON is not valid JSON: {exc.msg} at line {exc.lineno} col {exc.colno}"
         fail(InvalidRequest(message), as_json=as_json)
     registry = obj.registry()
+    reach = obj.reach()
     if dangerous:
         AUDIT.warning(
             "run %s with --i-know-it-is-dangerous by %s (pid %d)",
@@ -242,6 +253,7 @@ def run(
                 on_event=None if as_json else _print_event,
                 allow_dangerous=dangerous,
                 requested_by=f"cli:{local_user()}",
+                reach=reach,
             )
         )
     except ApprovalRequired as exc:

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -17,6 +19,7 @@ from ongrid_skills.types import Role
 
 if TYPE_CHECKING:
     from ongrid_skills.store import Store
+    from ongrid_skills.store.tokens import TokenInfo
 
 # The server stack (FastAPI, uvicorn, SQLAlchemy, httpx) is imported by the commands that use
 # it, not at start-up: `ongrid-skills list` and `run` stay fast.
@@ -63,7 +66,7 @@ def serve(ctx: click.Context, host: str, port: int, watch: bool, access_log: boo
     first = bootstrap_admin_token(store)
     click.echo(f"ongrid-skills: serving on http://{host}:{port} (data in {settings.data_dir})")
     if first:
-        click.echo(f"ongrid-skills: first start, admin token (shown once, keep it): {first}")
+        _announce_first_token(*first, settings.data_dir)
     sys.stdout.flush()
     app = create_app(settings, store=store, loader_sink=ctx.obj.loader_line, watch=watch)
     uvicorn.run(
@@ -76,6 +79,35 @@ def serve(ctx: click.Context, host: str, port: int, watch: bool, access_log: boo
         h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES,
     )
     store.close()
+
+
+#: Where the first-start admin token goes when stdout is not a terminal (mode 0600).
+FIRST_TOKEN_FILE = "first-admin-token"  # noqa: S105 - a file name, not a secret
+
+
+def _announce_first_token(secret: str, info: TokenInfo, data_dir: str) -> None:
+    """Show the first-start admin token once, on a terminal only.
+
+    stdout that is not a terminal is a log (systemd's journal, ``docker logs``, a redirect): a
+    token there is readable by whoever reads logs, ``read_journal`` included. Then the token goes
+    to a 0600 file in the data dir (which built-ins never read) and only its id and a prefix are
+    printed."""
+    if sys.stdout.isatty():
+        click.echo(f"ongrid-skills: first start, admin token (shown once, keep it): {secret}")
+        return
+    os.makedirs(data_dir, mode=0o700, exist_ok=True)  # a PostgreSQL store creates none
+    path = os.path.join(data_dir, FIRST_TOKEN_FILE)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)  # left by an earlier first start: never write through it
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(path, flags, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(secret + "\n")
+    click.echo(
+        f"ongrid-skills: first start, admin token {secret[:8]}… (id {info.id}) written to "
+        f"{os.path.abspath(path)}: read it once, then delete the file "
+        "(a token is printed only on a terminal)"
+    )
 
 
 # ---- tokens (local data dir) ----------------------------------------------------------------
