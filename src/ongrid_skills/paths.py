@@ -1,4 +1,5 @@
-"""Path and environment safety: containment under an allow-list root, env allow-lists.
+"""Path and environment safety: containment under an allow-list root, env allow-lists, and
+what identifies an entry file (its fingerprint, its content digest).
 
 >>> is_within("/etc/ongrid/skills/a/run.sh", "/etc/ongrid/skills")
 True
@@ -14,6 +15,7 @@ True
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import stat
@@ -46,12 +48,63 @@ def child_env(allow: Iterable[str], environ: Mapping[str, str]) -> dict[str, str
     return {name: environ[name] for name in allow if name in environ}
 
 
-Fingerprint = tuple[int, int, int, int]
+Fingerprint = tuple[int, int, int, int, int]
 
 
 def fingerprint(st: os.stat_result) -> Fingerprint:
-    """What identifies a file's content cheaply: device, inode, size, modification time."""
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    """What identifies a file's content cheaply: device, inode, size, mtime and ctime.
+
+    The ctime is what makes it trustworthy: ``utime`` (``touch -r``) puts an mtime back after an
+    in-place rewrite of the same length, but every write and every ``utime`` sets the ctime to
+    the current time, and no system call sets it to anything else.
+    """
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+#: SHA-256 of file contents already read, by fingerprint (bounded; oldest dropped first).
+_DIGESTS: dict[Fingerprint, str] = {}
+_DIGESTS_MAX = 4096
+_READ_CHUNK = 1024 * 1024
+
+
+def content_digest(path: str, expected: Fingerprint) -> str | None:
+    """SHA-256 (hex) of the file at ``path`` when it is still the file ``expected`` fingerprints.
+
+    None when it is not (rewritten, replaced, removed) or cannot be read. Each call costs one
+    ``stat``; the bytes are read once per fingerprint, later calls are a dictionary look-up,
+    because the same (dev, inode, size, mtime, ctime) cannot hold other bytes short of a clock
+    set back by root.
+    """
+    try:
+        if fingerprint(os.stat(path)) != expected:
+            return None
+    except OSError:
+        return None
+    known = _DIGESTS.get(expected)
+    if known is not None:
+        return known
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    except OSError:
+        return None
+    try:
+        # fstat before and after reading, on the descriptor read: a write racing the read
+        # moves the ctime, and the digest is then not kept.
+        if fingerprint(os.fstat(fd)) != expected:
+            return None
+        digest = hashlib.sha256()
+        while chunk := os.read(fd, _READ_CHUNK):
+            digest.update(chunk)
+        if fingerprint(os.fstat(fd)) != expected:
+            return None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if len(_DIGESTS) >= _DIGESTS_MAX:
+        _DIGESTS.pop(next(iter(_DIGESTS)), None)
+    _DIGESTS[expected] = value = digest.hexdigest()
+    return value
 
 
 @dataclass(frozen=True, slots=True)
