@@ -116,11 +116,15 @@ class EntryCheck:
     fingerprint: Fingerprint | None = None
 
 
-def check_entry(entry: str, root: str, shown_root: str | None = None) -> EntryCheck:
-    """Check that ``entry`` (absolute) resolves under canonical ``root`` to a regular executable.
+def check_entry(
+    entry: str, root: str, shown_root: str | None = None, folder: str | None = None
+) -> EntryCheck:
+    """Check that ``entry`` (absolute) resolves under canonical ``root`` to a regular executable,
+    and under canonical ``folder`` too when given (a SKILL.md's ``exec:`` stays in its folder).
 
     Messages follow the loader's contract: ``entry X escapes allowlist root R``,
-    ``entry X is not executable``, ``entry X does not exist``, ``entry X is not a regular file``.
+    ``entry X escapes skill folder F``, ``entry X is not executable``, ``entry X does not
+    exist``, ``entry X is not a regular file``.
     """
     shown = shown_root or root
     try:
@@ -132,6 +136,8 @@ def check_entry(entry: str, root: str, shown_root: str | None = None) -> EntryCh
     if not is_within(real, root):
         shown_entry = real if real != entry else entry
         return EntryCheck(real, f"entry {shown_entry} escapes allowlist root {shown}")
+    if folder is not None and not is_within(real, folder):
+        return EntryCheck(real, f"entry {real} escapes skill folder {folder}")
     try:
         st = os.stat(real)
     except OSError as exc:

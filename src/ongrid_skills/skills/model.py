@@ -27,6 +27,7 @@ class SpawnTarget:
     shown_root: str = ""
     # The entry file as loaded: (dev, ino, size, mtime, ctime); see paths.fingerprint.
     fingerprint: Fingerprint | None = None
+    confine: str | None = None  # a folder the entry must also stay in (a SKILL.md's exec:)
 
     def changed_on_disk(self) -> bool:
         """True when the entry file is no longer the one that was loaded."""
