@@ -170,6 +170,17 @@ def test_run_with_invalid_args_exits_2_and_lists_the_violations(
     assert "/n" in done.stderr
     garbage = cli("run", "needs_n", "{not json", root=skills_root)
     assert garbage.returncode == 2 and "not valid JSON" in garbage.stderr
+
+
+def test_run_with_a_key_given_twice_exits_2_and_runs_nothing(
+    make_skill: MakeSkill, skills_root: Path, tmp_path: Path
+) -> None:
+    marker = tmp_path / "ran"
+    make_skill("touches", f"#!/bin/sh\ncat >/dev/null\n: > {marker}\necho '{{}}'\n")
+    done = cli("run", "touches", '{"path": "/tmp", "\\u0070ath": "/"}', root=skills_root)
+    assert done.returncode == 2
+    assert 'duplicate key "path" at $.path' in done.stderr
+    assert not marker.exists()
     unknown = cli("run", "nope", "{}", root=skills_root)
     assert unknown.returncode == 2
 

@@ -168,6 +168,47 @@ def test_json_nested_too_deeply_is_a_parse_error_not_a_crash(tmp_path: Path) -> 
     assert lines[0].startswith(f"skill loader: parse {path}: ")
 
 
+@pytest.mark.parametrize(
+    ("second", "where"),
+    [
+        ('"class"', '"class" ($.class) at line 5 column 3'),
+        ('"\\u0063lass"', '"class" ($.class) at line 5 column 3'),  # the same key, escaped
+    ],
+)
+def test_a_key_given_twice_is_a_parse_error_at_the_second_one(
+    tmp_path: Path, second: str, where: str
+) -> None:
+    text = (
+        '{\n  "name": "x",\n  "description": "d",\n  "class": "safe",\n'
+        f'  {second}: "dangerous",\n  "entry": "run"\n}}\n'
+    )
+    registry, lines, path, _ = load_one(tmp_path, raw=text.encode())
+    assert len(registry) == 0
+    assert lines == [parse_line(path, f"duplicate key {where}")]
+
+
+def test_a_key_given_twice_deep_in_the_schema_is_a_parse_error_with_its_path(
+    tmp_path: Path,
+) -> None:
+    text = (
+        '{"name": "x", "description": "d", "entry": "run", "schema": {"type": "object",\n'
+        ' "properties": {"n": {"type": "integer"}, "n": {"type": "string"}},\n'
+        ' "required": ["n", "n"]}}'
+    )
+    registry, lines, path, _ = load_one(tmp_path, raw=text.encode())
+    assert len(registry) == 0
+    assert lines == [
+        parse_line(path, 'duplicate key "n" ($.schema.properties.n) at line 2 column 43')
+    ]
+
+
+def test_parse_manifest_locates_a_duplicate_key_for_validate(tmp_path: Path) -> None:
+    with pytest.raises(ManifestError) as info:
+        parse_manifest(b'{"a": 1,\n "a": 2}', "/x/skill.json")
+    err = info.value
+    assert (err.kind, err.line, err.column) == ("parse", 2, 2)
+
+
 def padded(size: int) -> bytes:
     """A valid manifest padded with trailing blanks to exactly ``size`` bytes."""
     body = json.dumps(manifest("big")).encode()

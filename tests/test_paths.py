@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
 import pytest
 
-from ongrid_skills.paths import check_entry, child_env, is_within, split_dir_list
+from ongrid_skills.paths import (
+    check_entry,
+    child_env,
+    content_digest,
+    fingerprint,
+    is_within,
+    split_dir_list,
+)
 
 SCRIPT = "#!/bin/sh\necho '{}'\n"
 
@@ -105,3 +113,23 @@ def test_the_child_environment_holds_only_allowed_names_that_are_set() -> None:
     environ = {"PATH": "/bin", "HOME": "/root", "SECRET": "x"}
     assert child_env(["HOME", "UNSET_NAME"], environ) == {"HOME": "/root"}
     assert child_env([], environ) == {}
+
+
+def test_the_content_digest_is_refused_once_the_file_was_rewritten_in_place_and_retouched(
+    tmp_path: Path,
+) -> None:
+    entry = tmp_path / "run.sh"
+    entry.write_bytes(b"#!/bin/sh\necho safe\n")
+    before = entry.stat()
+    loaded = fingerprint(before)
+    assert content_digest(str(entry), loaded) == hashlib.sha256(entry.read_bytes()).hexdigest()
+
+    with entry.open("r+b") as f:
+        f.write(b"#!/bin/sh\necho evil\n")
+    os.utime(entry, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+    assert fingerprint(entry.stat()) != loaded  # the ctime moved; utime cannot put it back
+    assert content_digest(str(entry), loaded) is None
+    rewritten = fingerprint(entry.stat())
+    evil = hashlib.sha256(b"#!/bin/sh\necho evil\n").hexdigest()
+    assert content_digest(str(entry), rewritten) == evil

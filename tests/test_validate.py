@@ -174,6 +174,14 @@ def test_a_parse_error_is_reported_at_the_line_and_column_of_the_mistake(tmp_pat
     ]
 
 
+def test_a_key_given_twice_is_an_error_at_the_second_one(tmp_path: Path) -> None:
+    text = '{\n  "name": "x",\n  "description": "d",\n  "entry": "run",\n  "name": "y"\n}\n'
+    path = write_skill(tmp_path / "skills" / "a", text)
+    assert [f.format() for f in validate_paths([str(tmp_path / "skills")])] == [
+        f'{path}:5:3: error: duplicate key "name" ($.name) at line 5 column 3'
+    ]
+
+
 def test_a_name_used_twice_in_the_checked_dirs_is_a_warning_on_the_later_one(
     tmp_path: Path,
 ) -> None:

@@ -391,7 +391,7 @@ class Manager:
         changed = sorted(
             n
             for n in set(fresh.skills) & set(before.skills)
-            if fresh.skills[n].definition_hash != before.skills[n].definition_hash
+            if fresh.skills[n].load_hash != before.skills[n].load_hash
         )
         with self.store.tx() as conn:
             self.store.audit.append(

@@ -1,5 +1,6 @@
-"""Path and environment safety: containment under an allow-list root, env allow-lists, and the
-store files this process holds open (which nothing but the store may ever open).
+"""Path and environment safety: containment under an allow-list root, env allow-lists, what
+identifies an entry file (its fingerprint, its content digest), and the store files this process
+holds open (which nothing but the store may ever open).
 
 >>> is_within("/etc/ongrid/skills/a/run.sh", "/etc/ongrid/skills")
 True
@@ -15,6 +16,7 @@ True
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import stat
@@ -71,12 +73,63 @@ def child_env(allow: Iterable[str], environ: Mapping[str, str]) -> dict[str, str
     return {name: environ[name] for name in allow if name in environ}
 
 
-Fingerprint = tuple[int, int, int, int]
+Fingerprint = tuple[int, int, int, int, int]
 
 
 def fingerprint(st: os.stat_result) -> Fingerprint:
-    """What identifies a file's content cheaply: device, inode, size, modification time."""
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    """What identifies a file's content cheaply: device, inode, size, mtime and ctime.
+
+    The ctime is what makes it trustworthy: ``utime`` (``touch -r``) puts an mtime back after an
+    in-place rewrite of the same length, but every write and every ``utime`` sets the ctime to
+    the current time, and no system call sets it to anything else.
+    """
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+#: SHA-256 of file contents already read, by fingerprint (bounded; oldest dropped first).
+_DIGESTS: dict[Fingerprint, str] = {}
+_DIGESTS_MAX = 4096
+_READ_CHUNK = 1024 * 1024
+
+
+def content_digest(path: str, expected: Fingerprint) -> str | None:
+    """SHA-256 (hex) of the file at ``path`` when it is still the file ``expected`` fingerprints.
+
+    None when it is not (rewritten, replaced, removed) or cannot be read. Each call costs one
+    ``stat``; the bytes are read once per fingerprint, later calls are a dictionary look-up,
+    because the same (dev, inode, size, mtime, ctime) cannot hold other bytes short of a clock
+    set back by root.
+    """
+    try:
+        if fingerprint(os.stat(path)) != expected:
+            return None
+    except OSError:
+        return None
+    known = _DIGESTS.get(expected)
+    if known is not None:
+        return known
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    except OSError:
+        return None
+    try:
+        # fstat before and after reading, on the descriptor read: a write racing the read
+        # moves the ctime, and the digest is then not kept.
+        if fingerprint(os.fstat(fd)) != expected:
+            return None
+        digest = hashlib.sha256()
+        while chunk := os.read(fd, _READ_CHUNK):
+            digest.update(chunk)
+        if fingerprint(os.fstat(fd)) != expected:
+            return None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if len(_DIGESTS) >= _DIGESTS_MAX:
+        _DIGESTS.pop(next(iter(_DIGESTS)), None)
+    _DIGESTS[expected] = value = digest.hexdigest()
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,11 +141,15 @@ class EntryCheck:
     fingerprint: Fingerprint | None = None
 
 
-def check_entry(entry: str, root: str, shown_root: str | None = None) -> EntryCheck:
-    """Check that ``entry`` (absolute) resolves under canonical ``root`` to a regular executable.
+def check_entry(
+    entry: str, root: str, shown_root: str | None = None, folder: str | None = None
+) -> EntryCheck:
+    """Check that ``entry`` (absolute) resolves under canonical ``root`` to a regular executable,
+    and under canonical ``folder`` too when given (a SKILL.md's ``exec:`` stays in its folder).
 
     Messages follow the loader's contract: ``entry X escapes allowlist root R``,
-    ``entry X is not executable``, ``entry X does not exist``, ``entry X is not a regular file``.
+    ``entry X escapes skill folder F``, ``entry X is not executable``, ``entry X does not
+    exist``, ``entry X is not a regular file``.
     """
     shown = shown_root or root
     try:
@@ -104,6 +161,8 @@ def check_entry(entry: str, root: str, shown_root: str | None = None) -> EntryCh
     if not is_within(real, root):
         shown_entry = real if real != entry else entry
         return EntryCheck(real, f"entry {shown_entry} escapes allowlist root {shown}")
+    if folder is not None and not is_within(real, folder):
+        return EntryCheck(real, f"entry {real} escapes skill folder {folder}")
     try:
         st = os.stat(real)
     except OSError as exc:

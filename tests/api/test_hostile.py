@@ -157,6 +157,84 @@ def test_args_and_params_together_get_400(server: Server, runs: Path) -> None:
     assert not runs.exists()
 
 
+DUPLICATES: list[tuple[bytes, str, str]] = [
+    (b'{"args": {}, "confirm": false, "confirm": true}', "$.confirm", "/confirm"),
+    # the same key once escaped: one key for JSON, so one key for us
+    (b'{"args": {}, "confirm": false, "\\u0063onfirm": true}', "$.confirm", "/confirm"),
+    (b'{"\\u0061rgs": {"n": 1}, "args": {"n": 2}}', "$.args", "/args"),
+    (b'{"args": {"n": 1, "n": 2}}', "$.args.n", "/args/n"),
+    (
+        b'{"args": {"n": 1, "list": [{"a": 1}, {"b": 1, "b": 2}]}}',
+        "$.args.list[1].b",
+        "/args/list/1/b",
+    ),
+    (b'{"args": {"n": 1, "a b": 0, "a b": 1}}', '$.args["a b"]', "/args/a b"),
+    (b'{"args": {"n": 1},\n "persona": "default",\n "persona": "root"}', "$.persona", "/persona"),
+]
+
+
+def test_a_body_naming_a_key_twice_gets_400_naming_the_key_and_its_path(
+    server: Server, make_skill: MakeSkill, runs: Path
+) -> None:
+    make_skill("wipe", echo_runs_script(runs), **{"class": "mutating"})
+    server.call("POST", "/v1/reload")
+    for body, path, pointer in DUPLICATES:
+        for skill in ("typed", "wipe"):
+            response = post_raw(server, body, f"/v1/skills/{skill}/execute")
+            error = error_of(response, 400, "invalid_request")
+            key = pointer.rsplit("/", 1)[1]
+            assert f'duplicate key "{key}" at {path}' in error["message"], (body, error)
+            assert [d["pointer"] for d in error["details"]] == [pointer], (body, error)
+    assert not runs.exists()
+    assert server.call("GET", "/v1/executions").json()["items"] == []
+    assert server.call("GET", "/v1/approvals").json()["items"] == []
+
+
+def test_the_line_and_column_of_the_second_key_are_given(server: Server) -> None:
+    body = b'{"args": {"n": 1},\n  "wait": true,\n  "wait": false}'
+    error = error_of(post_raw(server, body, "/v1/skills/typed/execute"), 400, "invalid_request")
+    assert "(line 3 column 3)" in error["message"]
+
+
+def test_an_approval_decision_naming_a_key_twice_gets_400(
+    server: Server, make_skill: MakeSkill, runs: Path
+) -> None:
+    make_skill("wipe", echo_runs_script(runs), **{"class": "mutating"})
+    server.call("POST", "/v1/reload")
+    pending = server.call("POST", "/v1/skills/wipe/execute", "olga", json={"args": {}}).json()
+    path = f"/v1/approvals/{pending['approval_id']}/approve"
+    response = post_raw(
+        server, b'{"comment": "fine", "comment": "not fine"}', path, **server.as_("oscar")
+    )
+    error = error_of(response, 400, "invalid_request")
+    assert "$.comment" in error["message"]
+    approval = server.call("GET", f"/v1/approvals/{pending['approval_id']}").json()
+    assert approval["status"] == "pending"
+    assert not runs.exists()
+    assert server.call("POST", f"{path[: -len('approve')]}reject", "oscar").status_code == 200
+
+
+def test_the_same_key_in_sibling_objects_is_no_duplicate(server: Server, runs: Path) -> None:
+    body = b'{"args": {"n": 1, "x": {"a": 1}, "y": {"a": 2}, "z": [{"a": 3}, {"a": 4}]}}'
+    response = post_raw(server, body, "/v1/skills/typed/execute")
+    assert response.status_code == 200, response.text
+    assert response.json()["result"] == {
+        "n": 1,
+        "x": {"a": 1},
+        "y": {"a": 2},
+        "z": [{"a": 3}, {"a": 4}],
+    }
+
+
+def test_a_caller_without_a_token_gets_401_before_its_body_is_read(server: Server) -> None:
+    response = server.client.post(
+        EXECUTE,
+        content=b'{"confirm": false, "confirm": true}',
+        headers={"content-type": "application/json"},
+    )
+    error_of(response, 401, "unauthorized")
+
+
 def padded(size: int) -> bytes:
     """A valid execute body of exactly ``size`` bytes."""
     skeleton = b'{"args": {"pad": ""}}'

@@ -77,3 +77,27 @@ def test_an_unknown_persona_is_refused_on_http(world: World) -> None:
                 await client.list_tools()
 
     anyio.run(scenario)
+
+
+def test_an_mcp_http_body_naming_a_key_twice_is_refused_before_the_sdk_reads_it(
+    world: World,
+) -> None:
+    olga = {"Authorization": f"Bearer {world.tokens['olga']}"}
+    opened = post(world, INITIALIZE, **olga)
+    assert opened.status_code == 200
+    ids = {"mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": "2025-11-25"}
+    before = len(world.audit("execution.started"))
+    # Which tool would run? The SDK keeps the last "name"; a reader of the first sees "verbatim".
+    body = (
+        b'{"jsonrpc": "2.0", "id": 3, "method": "tools/call",'
+        b' "params": {"name": "verbatim", "arguments": {}, "\\u006eame": "fails"}}'
+    )
+    response = httpx.post(
+        world.serve.url + "/mcp", content=body, headers={**STREAMS, **olga, **ids}, timeout=30
+    )
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "invalid_request"
+    assert 'duplicate key "name" at $.params.name' in error["message"]
+    assert len(world.audit("execution.started")) == before
+    httpx.delete(world.serve.url + "/mcp", headers={**olga, **ids}, timeout=30)

@@ -748,6 +748,73 @@ def test_an_exec_path_that_is_absolute_is_contained_too(root: Path, tmp_path: Pa
     assert "escapes allowlist root" in lines[0]
 
 
+def test_an_exec_path_reaching_into_a_sibling_skill_folder_is_a_build_error(root: Path) -> None:
+    write_skill_md(
+        root, "other", basic("other", tools=[{"name": "other_run", "impl": "exec:run.sh"}])
+    )
+    theirs = write_exec(root / "other", "run.sh")
+    tool = {"name": "borrow", "impl": "exec:../other/run.sh"}
+    path = write_skill_md(root, "mine", basic("mine", tools=[tool]))
+    registry, lines = load([root])
+    assert "borrow" not in registry
+    assert "other_run" in registry  # the sibling itself is fine
+    assert (
+        f'skill loader: build "borrow": entry {theirs} escapes skill folder {root / "mine"} '
+        f"(in {path})"
+    ) in lines
+
+
+@pytest.mark.parametrize("link", ["file", "folder"])
+def test_an_exec_path_reaching_a_sibling_through_a_symlink_is_a_build_error(
+    root: Path, link: str
+) -> None:
+    theirs = write_exec(root / "other", "scripts/run.sh")
+    mine = root / "mine"
+    if link == "file":
+        (mine / "scripts").mkdir(parents=True)
+        (mine / "scripts" / "run.sh").symlink_to(theirs)
+    else:
+        mine.mkdir()
+        (mine / "scripts").symlink_to(root / "other" / "scripts")
+    tool = {"name": "borrow", "impl": "exec:scripts/run.sh"}
+    path = write_skill_md(root, "mine", basic("mine", tools=[tool]))
+    registry, lines = load([root])
+    assert "borrow" not in registry
+    assert lines == [
+        f'skill loader: build "borrow": entry {theirs} escapes skill folder {mine} (in {path})'
+    ]
+
+
+def test_an_exec_entry_swapped_for_a_symlink_to_a_sibling_after_load_is_not_spawned(
+    root: Path,
+) -> None:
+    marker = root / "other" / "ran"
+    theirs = write_exec(root / "other", "run.sh", f"#!/bin/sh\n: > {marker}\necho '{{}}'\n")
+    write_skill_md(root, "mine", basic("mine", tools=[{"name": "mine_run", "impl": "exec:run.sh"}]))
+    mine = write_exec(root / "mine", "run.sh")
+    registry, _ = load([root])
+    mine.unlink()
+    mine.symlink_to(theirs)
+
+    done = run(ongrid_skills.execute(registry, "mine_run", {}))
+
+    assert done.status is Status.FAILED
+    assert done.error is not None
+    assert done.error.code == "entry_rejected"
+    assert f"escapes skill folder {root / 'mine'}" in done.error.message
+    assert not marker.exists()
+
+
+def test_an_exec_symlink_staying_inside_the_skill_folder_is_accepted(root: Path) -> None:
+    real = write_exec(root / "mine", "lib/run.sh")
+    (root / "mine" / "run.sh").symlink_to(real)
+    write_skill_md(root, "mine", basic("mine", tools=[{"name": "mine_run", "impl": "exec:run.sh"}]))
+    registry, _ = load([root])
+    target = registry.get("mine_run").target
+    assert target is not None
+    assert target.entry == str(real)
+
+
 @pytest.mark.parametrize(
     ("make", "problem"),
     [("missing", "does not exist"), ("plain", "is not executable")],

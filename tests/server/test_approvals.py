@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -505,6 +506,40 @@ def test_a_request_is_void_when_the_executable_was_replaced_even_without_a_reloa
     assert response.status_code == 409
     assert approval(server, pending["approval_id"])["status"] == "void"
     assert execution(server, pending["id"])["error"]["code"] == "skill_changed"
+    assert calls(folders["set_flag"]) == []
+
+
+@pytest.mark.parametrize("reloaded", [False, True], ids=["no-reload", "reload"])
+def test_a_request_is_void_when_the_entry_was_rewritten_in_place_with_its_times_restored(
+    server: Server, folders: dict[str, Path], reloaded: bool
+) -> None:
+    pending = request(server, "set_flag", "olga")
+    entry = folders["set_flag"] / "run"
+    before = entry.stat()
+    original = entry.read_bytes()
+    # Same length, same inode, atime and mtime put back (``touch -r``): only ctime moves.
+    forged = original.replace(b"applying change", b"dropping tables")
+    assert len(forged) == len(original) and forged != original
+    with entry.open("r+b") as f:
+        f.write(forged)
+    os.utime(entry, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = entry.stat()
+    assert (after.st_ino, after.st_size, after.st_mtime_ns) == (
+        before.st_ino,
+        before.st_size,
+        before.st_mtime_ns,
+    )
+    if reloaded:
+        reload(server)
+
+    response = approve(server, pending["approval_id"], "oscar")
+
+    assert response.status_code == 409, response.text
+    assert error_code(response) == "conflict"
+    assert approval(server, pending["approval_id"])["status"] == "void"
+    ended = execution(server, pending["id"])
+    assert ended["status"] == "rejected"
+    assert ended["error"]["code"] == "skill_changed"
     assert calls(folders["set_flag"]) == []
 
 

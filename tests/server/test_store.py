@@ -170,12 +170,115 @@ def test_token_names_are_unique_among_active_tokens(tmp_path: Path) -> None:
         store.close()
 
 
-@pytest.mark.parametrize("name", ["", "   ", "x" * 129])
-def test_a_token_needs_a_name_of_1_to_128_characters(tmp_path: Path, name: str) -> None:
+@pytest.mark.parametrize("name", ["", "   ", "x" * 129, "x" * 65])
+def test_a_token_needs_a_name_of_1_to_64_characters(tmp_path: Path, name: str) -> None:
     store = open_store(str(tmp_path / "data"))
     try:
         with pytest.raises(InvalidRequest):
             store.tokens.create(name, Role.VIEWER)
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize(
+    ("raw", "stored"),
+    [
+        ("Ada", "ada"),
+        ("ＡＤＡ", "ada"),  # fullwidth letters: NFKC
+        ("\u212aelvin", "kelvin"),  # KELVIN SIGN: NFKC, then case folding
+        ("Straße", "strasse"),  # case folding, not lower()
+        ("  ci-bot.eu@ops_1 ", "ci-bot.eu@ops_1"),
+        ("x" * 64, "x" * 64),
+    ],
+)
+def test_token_names_are_nfkc_normalised_and_case_folded(
+    tmp_path: Path, raw: str, stored: str
+) -> None:
+    store = open_store(str(tmp_path / "data"))
+    try:
+        token, info = store.tokens.create(raw, Role.VIEWER)
+        assert info.name == stored
+        found = store.tokens.lookup(token)
+        assert found is not None and found.name == stored
+        assert [t.name for t in store.tokens.all()] == [stored]
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "ada\u200b",  # zero-width space
+        "a\u200dda",  # zero-width joiner
+        "ada\u00a0x",  # no-break space inside
+        "\u0430da",  # Cyrillic a
+        "ad a",
+        "ada:admin",
+        "-ada",
+        ".ada",
+        "ada/..",
+        "ada\nx",
+        "ada\x00",
+        "émile",
+    ],
+)
+def test_a_token_name_outside_the_safe_character_set_is_refused(tmp_path: Path, name: str) -> None:
+    store = open_store(str(tmp_path / "data"))
+    try:
+        with pytest.raises(InvalidRequest, match="a-z 0-9"):
+            store.tokens.create(name, Role.ADMIN)
+        assert store.tokens.all() == []
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "manager",
+        "Manager",
+        "watch",
+        "cli",
+        "mcp",
+        "agent",
+        "signal",
+        "system",
+        "local",
+        "anonymous",
+        "unknown",
+        "root",
+    ],
+)
+def test_names_the_product_writes_into_the_audit_itself_are_reserved(
+    tmp_path: Path, name: str
+) -> None:
+    store = open_store(str(tmp_path / "data"))
+    try:
+        with pytest.raises(InvalidRequest, match="reserved"):
+            store.tokens.create(name, Role.ADMIN)
+        assert store.tokens.all() == []
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("second", ["ada", "ADA", "ＡＤＡ", " Ada "])
+def test_token_names_are_unique_after_normalisation(tmp_path: Path, second: str) -> None:
+    store = open_store(str(tmp_path / "data"))
+    try:
+        store.tokens.create("Ada", Role.ADMIN)
+        with pytest.raises(Conflict, match="already named 'ada'"):
+            store.tokens.create(second, Role.ADMIN)
+        assert [t.name for t in store.tokens.all()] == ["ada"]
+    finally:
+        store.close()
+
+
+def test_a_token_is_revoked_by_its_name_as_typed_before_normalisation(tmp_path: Path) -> None:
+    store = open_store(str(tmp_path / "data"))
+    try:
+        token, _ = store.tokens.create("Ada", Role.ADMIN)
+        assert store.tokens.revoke("ADA")
+        assert store.tokens.lookup(token) is None
     finally:
         store.close()
 

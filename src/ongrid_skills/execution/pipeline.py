@@ -138,6 +138,7 @@ async def run_skill(
         env=child_env(target.env_allow, os.environ),
         timeout_seconds=skill.timeout_seconds,
         shown_root=target.shown_root,
+        confine=target.confine,
     )
     payload = json.dumps(
         execution.args, ensure_ascii=False, separators=(",", ":"), allow_nan=False

@@ -55,6 +55,7 @@ class SpawnSpec:
     env: Mapping[str, str]
     timeout_seconds: float
     shown_root: str = ""
+    confine: str | None = None  # a folder the entry must also stay in (a SKILL.md's exec:)
 
 
 @dataclass(slots=True)
@@ -106,7 +107,7 @@ class SubprocessRunner:
         self, spec: SpawnSpec, payload: bytes, on_event: EventSink | None = None
     ) -> RunOutcome:
         """Run one call to its end. Cancelling the awaiting task kills the process group."""
-        check = check_entry(spec.entry, spec.root, spec.shown_root or spec.root)
+        check = check_entry(spec.entry, spec.root, spec.shown_root or spec.root, spec.confine)
         if check.problem is not None:
             return RunOutcome(Status.FAILED, error=ErrorInfo("entry_rejected", check.problem))
         started_wall = time.time()

@@ -11,7 +11,7 @@ from typing import Any
 import jsonschema_rs
 
 from ongrid_skills.errors import Violation
-from ongrid_skills.paths import Fingerprint, fingerprint
+from ongrid_skills.paths import Fingerprint, content_digest, fingerprint
 from ongrid_skills.skills.schemas import EMPTY_OBJECT_SCHEMA, validate_args, validator_for
 from ongrid_skills.types import DEFAULT_TIMEOUT_SECONDS, SkillClass
 
@@ -25,7 +25,9 @@ class SpawnTarget:
     folder: str
     env_allow: tuple[str, ...] = ()
     shown_root: str = ""
-    fingerprint: Fingerprint | None = None  # the entry file as loaded (dev, ino, size, mtime)
+    # The entry file as loaded: (dev, ino, size, mtime, ctime); see paths.fingerprint.
+    fingerprint: Fingerprint | None = None
+    confine: str | None = None  # a folder the entry must also stay in (a SKILL.md's exec:)
 
     def changed_on_disk(self) -> bool:
         """True when the entry file is no longer the one that was loaded."""
@@ -33,6 +35,12 @@ class SpawnTarget:
             return fingerprint(os.stat(self.entry)) != self.fingerprint
         except OSError:
             return True
+
+    def content_digest(self) -> str | None:
+        """SHA-256 of the entry's bytes while it is the file loaded; None once it changed."""
+        if self.fingerprint is None:
+            return None
+        return content_digest(self.entry, self.fingerprint)
 
 
 @dataclass(slots=True, eq=False)
@@ -57,7 +65,7 @@ class Skill:
     group: str | None = None  # the SKILL.md a native tool belongs to
     extra: dict[str, Any] | None = None
     _validator: jsonschema_rs.Validator | None = None
-    _hash: str | None = None
+    _load_hash: str | None = None
 
     def validate(self, args: object) -> list[Violation]:
         if self._validator is None:
@@ -65,9 +73,12 @@ class Skill:
         return validate_args(self.schema, args, self._validator)
 
     @property
-    def definition_hash(self) -> str:
-        """SHA-256 of everything that defines the call: approvals are bound to it."""
-        if self._hash is None:
+    def load_hash(self) -> str:
+        """SHA-256 of the definition as loaded, the entry known by its fingerprint only.
+
+        Cheap (nothing is read): what a reload compares to say which skills changed.
+        """
+        if self._load_hash is None:
             target = self.target
             body = {
                 "name": self.name,
@@ -83,8 +94,19 @@ class Skill:
                 "origin": self.origin,
             }
             raw = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
-            self._hash = hashlib.sha256(raw).hexdigest()
-        return self._hash
+            self._load_hash = hashlib.sha256(raw).hexdigest()
+        return self._load_hash
+
+    @property
+    def definition_hash(self) -> str:
+        """SHA-256 of everything that defines the call, the entry's bytes included: approvals
+        are bound to it. The entry is read on first use (a request, a run), not at load; each
+        use checks the file is still the one loaded (one ``stat``), so an entry rewritten in
+        place gives another hash (with its mtime put back too: the ctime tells)."""
+        if self.target is None:
+            return self.load_hash
+        content = self.target.content_digest()  # None: changed since load, or unreadable
+        return hashlib.sha256(f"{self.load_hash}:{content}".encode()).hexdigest()
 
     def summary(self) -> dict[str, Any]:
         """The SkillSummary of the REST API (SPEC §9)."""

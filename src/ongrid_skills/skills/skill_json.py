@@ -1,8 +1,9 @@
 """``skill.json``: parsing (bytes → object) and building (object → Skill), SPEC §2.
 
-Parsing fails for a file that cannot be read, is over 1 MiB, is not UTF-8 JSON or is not a JSON
-object (``kind='parse'``, with line and column). Building fails for a well-formed object with a
-bad or missing field (``kind='build'``, with the offending field's position for ``validate``).
+Parsing fails for a file that cannot be read, is over 1 MiB, is not UTF-8 JSON, names a key twice
+in one object or is not a JSON object (``kind='parse'``, with line and column). Building fails for
+a well-formed object with a bad or missing field (``kind='build'``, with the offending field's
+position for ``validate``).
 Unknown fields are ignored by the loader and reported as warnings by :func:`unknown_fields`.
 """
 
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from difflib import get_close_matches
 from typing import Any
 
+from ongrid_skills import strict_json
 from ongrid_skills.errors import ManifestError
 from ongrid_skills.paths import (
     ENV_NAME_RE,
@@ -85,7 +87,16 @@ def parse_manifest(raw: bytes, path: str) -> dict[str, Any]:
     if not text.strip():
         raise ManifestError("empty file: expected a JSON object", path=path, kind="parse")
     try:
-        obj = _DECODER.decode(text)
+        obj = strict_json.decode(text, _DECODER)
+    except strict_json.DuplicateKey as exc:
+        line, col = exc.line or 1, exc.column or 1
+        raise ManifestError(
+            f"duplicate key {json.dumps(exc.key)} ({exc.path or '$'}) at line {line} column {col}",
+            path=path,
+            kind="parse",
+            line=line,
+            column=col,
+        ) from None
     except _NonStandardConstant as exc:
         line, col = _constant_position(text)
         raise ManifestError(
@@ -123,7 +134,9 @@ def _reject_constant(name: str) -> Any:
     raise _NonStandardConstant(name)
 
 
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+# A key given twice is refused (json keeps the last one): "class": "safe" then "class":
+# "dangerous" must not leave a reader of the first in doubt about what was loaded.
+_DECODER = strict_json.decoder(parse_constant=_reject_constant)
 
 
 _STRING_OR_CONSTANT_RE = re.compile(r'"(?:[^"\\]|\\.)*"|(-?Infinity|NaN)', re.DOTALL)

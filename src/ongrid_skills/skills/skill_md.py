@@ -6,7 +6,8 @@ The format of Claude Code / Anthropic Agent Skills and openclaw, loaded unchange
   (lowercase, runs of other characters → ``_``, trimmed) with a warning: ``hello-world`` →
   ``hello_world``.
 - ``tools: [...]``: each tool is a skill of its own (``impl: builtin:<module>.<function>`` runs
-  in-process, ``impl: exec:<relative path>`` runs under the wire protocol of SPEC §4).
+  in-process, ``impl: exec:<relative path>`` runs under the wire protocol of SPEC §4; its
+  canonical path must lie under the SKILL.md's own folder, not only under the allow-list root).
 - No ``tools``: an *instructions skill*; the model sees its name and description and reads the
   body on demand with ``read_skill``.
 - ``metadata.os`` / ``metadata.requires.bins`` / ``metadata.requires.config`` not met, or an
@@ -303,7 +304,10 @@ def _tool(
         ):
             raise fail(f"{where}.env_allow must be a list of variable names", "tools", tname)
         joined = os.path.normpath(os.path.join(folder, target_name))
-        check = check_entry(joined, root, shown_root)
+        # The allow-list root holds other skills and packs too: an exec: entry is this skill's
+        # own script, so its canonical path must lie under this SKILL.md's (canonical) folder,
+        # here and again before every spawn (SpawnTarget.confine).
+        check = check_entry(joined, root, shown_root, folder)
         if check.problem is not None:
             raise fail(check.problem, "tools", tname)
         skill.target = SpawnTarget(
@@ -313,6 +317,7 @@ def _tool(
             env_allow=tuple(env_allow),
             shown_root=shown_root,
             fingerprint=check.fingerprint,
+            confine=folder,
         )
     else:
         raise fail(f"{where}.impl kind {kind!r} is not builtin or exec", "tools", tname)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import secrets
 import time
@@ -12,6 +13,7 @@ from sqlalchemy import Table, func, select
 
 from ongrid_skills.errors import Conflict, InvalidRequest
 from ongrid_skills.execution.records import iso, new_id
+from ongrid_skills.governance.principal import identity_key, token_name
 from ongrid_skills.store.audit import AuditLog
 from ongrid_skills.store.connection import Database
 from ongrid_skills.store.models import TokenRow
@@ -49,11 +51,14 @@ class TokenRepo:
         self.audit = audit
 
     def create(self, name: str, role: Role, actor: str = "cli") -> tuple[str, TokenInfo]:
-        name = name.strip()
-        if not name or len(name) > 128:
-            raise InvalidRequest("a token name is 1 to 128 characters")
-        if any(t.name == name and t.revoked_at is None for t in self.all()):
-            raise Conflict(f"an active token is already named {name!r}")
+        """A new token under the normalised ``name`` (see governance.principal.token_name),
+        unique among active tokens once normalised: one person, one identity."""
+        name = token_name(name)
+        if any(identity_key(t.name) == name and t.revoked_at is None for t in self.all()):
+            raise Conflict(
+                f"an active token is already named {name!r} "
+                "(names are compared after NFKC and case folding)"
+            )
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
         info = TokenInfo(new_id(), name, role, time.time())
         with self.db.tx() as conn:
@@ -98,11 +103,15 @@ class TokenRepo:
             return [_info(r) for r in rows]
 
     def revoke(self, ident: str, actor: str = "cli") -> bool:
-        """Revoke by id or by name; True when something was revoked."""
+        """Revoke by id or by name (as stored, or as typed before normalisation); True when
+        something was revoked."""
+        names = {ident}
+        with contextlib.suppress(InvalidRequest):
+            names.add(token_name(ident))
         with self.db.tx() as conn:
             result = conn.execute(
                 _TOKENS.update()
-                .where((_TOKENS.c.id == ident) | (_TOKENS.c.name == ident))
+                .where((_TOKENS.c.id == ident) | _TOKENS.c.name.in_(sorted(names)))
                 .where(_TOKENS.c.revoked_at.is_(None))
                 .values(revoked_at=time.time())
             )

@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 
 import click
 
-from ongrid_skills import toolspec
+from ongrid_skills import strict_json, toolspec
 from ongrid_skills.builtins.reach import Reach
 from ongrid_skills.doors.cli import chat as cli_agent
 from ongrid_skills.doors.cli import mcp as cli_mcp
@@ -229,10 +229,12 @@ def run(
     """Run a skill locally. ARGS_JSON is a JSON object; '-' reads it from stdin."""
     raw = sys.stdin.read() if args_json == "-" else (args_json or "{}")
     try:
-        args = json.loads(raw) if raw.strip() else {}
+        args = strict_json.loads(raw) if raw.strip() else {}
     except json.JSONDecodeError as exc:
         message = f"ARGS_JSON is not valid JSON: {exc.msg} at line {exc.lineno} col {exc.colno}"
         fail(InvalidRequest(message), as_json=as_json)
+    except strict_json.DuplicateKey as exc:
+        fail(InvalidRequest(f"ARGS_JSON is ambiguous: {exc}"), as_json=as_json)
     registry = obj.registry()
     reach = obj.reach()
     if dangerous:

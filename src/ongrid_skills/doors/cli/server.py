@@ -118,7 +118,12 @@ def token() -> None:
 
 @token.command("create")
 @click.option("--role", type=click.Choice([r.value for r in Role]), required=True)
-@click.option("--name", required=True, help="A unique name: it signs approvals and audits.")
+@click.option(
+    "--name",
+    required=True,
+    help="Who holds it (it signs approvals and audits): NFKC-normalised and case-folded, then "
+    "1-64 of a-z 0-9 . _ @ -, unique, not a reserved name such as manager or watch.",
+)
 @click.pass_context
 def token_create(ctx: click.Context, role: str, name: str) -> None:
     """Print only the new token on stdout."""

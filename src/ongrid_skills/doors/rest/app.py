@@ -1,4 +1,5 @@
-"""The REST door's FastAPI application: error mapping, the token gate, the body limit, routes.
+"""The REST door's FastAPI application: error mapping, the token gate, the body limit, the
+duplicate-key refusal, routes.
 
 :func:`build_rest_app` assembles the door around a lifespan it is given; it opens no store and
 loads no registry itself (the served application in :mod:`ongrid_skills.doors.asgi` does, through
@@ -16,6 +17,7 @@ from fastapi import FastAPI
 from ongrid_skills.doors.rest import errors
 from ongrid_skills.doors.rest.agent_routes import router as agent_router
 from ongrid_skills.doors.rest.auth import AuthGate
+from ongrid_skills.doors.rest.json_bodies import RefuseDuplicateKeys
 from ongrid_skills.doors.rest.routes import router
 
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
@@ -32,6 +34,8 @@ def build_rest_app(lifespan: Lifespan) -> FastAPI:
         redoc_url=None,
     )
     errors.install(app)
+    # Added first, so innermost: bodies are checked only for callers the gate let in.
+    app.add_middleware(RefuseDuplicateKeys)
     app.add_middleware(AuthGate)
     app.add_middleware(errors.BodyLimit)
     app.include_router(router)
