@@ -76,6 +76,8 @@ def check_entry(entry: str, root: str, shown_root: str | None = None) -> EntryCh
         return EntryCheck(entry, f"entry {entry} does not exist")
     except OSError as exc:
         return EntryCheck(entry, f"entry {entry} cannot be resolved: {exc.strerror or exc}")
+    except ValueError as exc:  # a NUL byte or a lone surrogate: no file can have that name
+        return EntryCheck(entry, f"entry {entry!r} is not a valid path: {exc}")
     if not is_within(real, root):
         shown_entry = real if real != entry else entry
         return EntryCheck(real, f"entry {shown_entry} escapes allowlist root {shown}")
