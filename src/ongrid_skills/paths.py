@@ -158,6 +158,8 @@ def check_entry(
         return EntryCheck(entry, f"entry {entry} does not exist")
     except OSError as exc:
         return EntryCheck(entry, f"entry {entry} cannot be resolved: {exc.strerror or exc}")
+    except ValueError as exc:  # a NUL byte or a lone surrogate: no file can have that name
+        return EntryCheck(entry, f"entry {entry!r} is not a valid path: {exc}")
     if not is_within(real, root):
         shown_entry = real if real != entry else entry
         return EntryCheck(real, f"entry {shown_entry} escapes allowlist root {shown}")

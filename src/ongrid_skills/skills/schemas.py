@@ -37,8 +37,13 @@ def schema_problem(schema: object) -> str | None:
     """Why ``schema`` is not an acceptable args schema, or None when it is."""
     if not isinstance(schema, dict):
         return f"schema must be a JSON object, got {json_type(schema)}"
+    # A schema from YAML may hold a date or bytes; one from JSON a lone surrogate or 1e400. Each
+    # loads, then breaks whoever serialises the schema later (tool listings, validator cache).
+    problem = json_problem(schema)
+    if problem is not None:
+        return f"schema is not plain JSON data: {problem}"
     dialect = schema.get("$schema")
-    if dialect is not None and dialect not in _ACCEPTED_DIALECTS:
+    if dialect is not None and (not isinstance(dialect, str) or dialect not in _ACCEPTED_DIALECTS):
         return f"schema $schema must be {DRAFT_2020_12!r} (or absent), got {dialect!r}"
     if "type" in schema and schema["type"] != "object":
         return f'schema type must be "object", got {json.dumps(schema["type"])}'
@@ -171,6 +176,88 @@ def args_problem(value: Any, max_depth: int = MAX_ARGS_DEPTH) -> str | None:
             else:
                 stack.extend((child, depth) for child in item)
     return None
+
+
+#: Deepest document (manifest, frontmatter, schema) accepted. A schema a few hundred levels deep
+#: loads, then cannot be compiled (jsonschema-rs) or serialised (pydantic) when it is used.
+MAX_DOCUMENT_DEPTH = 100
+#: Most values a document may expand to. A 1 MiB file holds far fewer; YAML aliases can make a
+#: small file expand to billions (a "billion laughs"), which every serialisation would walk.
+MAX_DOCUMENT_VALUES = 1_000_000
+
+
+def json_problem(
+    value: Any, max_depth: int = MAX_DOCUMENT_DEPTH, max_values: int = MAX_DOCUMENT_VALUES
+) -> str | None:
+    """Why ``value`` is not plain JSON data that any door can serialise, or None.
+
+    Plain: objects with string keys, arrays, strings without lone UTF-16 surrogates, integers,
+    finite floats, booleans and null, at most ``max_depth`` levels deep and ``max_values`` values
+    in all. Checked without recursion, counting shared (aliased) values each time they appear.
+
+    >>> json_problem({"a": [1, "x", None]}) is None
+    True
+    >>> json_problem({"a": {"b": float("nan")}})
+    'a number JSON cannot carry (NaN or Infinity) at /a/b'
+    """
+    # Every manifest of a load passes here: containers only go on the stack, strings are checked
+    # for surrogates in one pass, and a path is built only for a problem.
+    texts: list[str] = []
+    seen = 0
+    stack: list[tuple[Any, int]] = [([value], -1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth >= max_depth:
+            return f"nested deeper than {max_depth} levels"
+        seen += len(item)
+        if seen > max_values:
+            return f"more than {max_values} values (expanded YAML aliases count each time)"
+        children: Any = item
+        if type(item) is dict:
+            for key in item:
+                if type(key) is not str:
+                    return _located(value, item, f"a key that is not a string ({key!r})")
+            texts.extend(item)
+            children = item.values()
+        for child in children:
+            kind = type(child)
+            if kind is str:
+                texts.append(child)
+            elif kind is dict or kind is list:
+                stack.append((child, depth + 1))
+            elif kind is float:
+                if not math.isfinite(child):
+                    return _located(value, child, "a number JSON cannot carry (NaN or Infinity)")
+            elif child is not None and kind is not int and kind is not bool:
+                return _located(value, child, f"a {kind.__name__} value")
+    joined = "\n".join(texts)
+    if not joined.isascii() and not _encodes(joined):
+        culprit = next(t for t in texts if not _encodes(t))
+        return _located(value, culprit, "a lone UTF-16 surrogate (in a string or a key)")
+    return None
+
+
+def _encodes(text: str) -> bool:
+    """Whether ``text`` is valid UTF-8 material (no lone surrogate); faster than a regex."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _located(document: Any, culprit: Any, what: str) -> str:
+    """``what`` at the JSON pointer of ``culprit`` (a value or a key, found by identity)."""
+    stack: list[tuple[Any, tuple[Any, ...]]] = [(document, ())]
+    while stack:
+        item, path = stack.pop()
+        if item is culprit or (type(item) is dict and any(key is culprit for key in item)):
+            return f"{what} at {pointer(path) or 'the top level'}"
+        if type(item) is dict:
+            stack.extend((child, (*path, key)) for key, child in item.items())
+        elif type(item) is list:
+            stack.extend((child, (*path, i)) for i, child in enumerate(item))
+    return what
 
 
 def signature_schema(fn: Callable[..., Any]) -> dict[str, Any]:

@@ -29,7 +29,12 @@ from ongrid_skills.paths import (
     read_regular,
 )
 from ongrid_skills.skills.model import Skill, SpawnTarget
-from ongrid_skills.skills.schemas import EMPTY_OBJECT_SCHEMA, json_type, schema_problem
+from ongrid_skills.skills.schemas import (
+    EMPTY_OBJECT_SCHEMA,
+    json_problem,
+    json_type,
+    schema_problem,
+)
 from ongrid_skills.types import DEFAULT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS, SkillClass
 
 MAX_MANIFEST_BYTES = 1024 * 1024
@@ -123,6 +128,11 @@ def parse_manifest(raw: bytes, path: str) -> dict[str, Any]:
             path=path,
             kind="parse",
         )
+    # Python's parser takes "\ud800" and 1e400, which no door can send on; and a document nested
+    # a few hundred levels deep, which the validator and the serialisers cannot handle.
+    problem = json_problem(obj)
+    if problem is not None:
+        raise ManifestError(f"not plain JSON data: {problem}", path=path, kind="parse")
     return obj
 
 

@@ -21,7 +21,8 @@ from sse_starlette.sse import EventSourceResponse
 
 from ongrid_skills.agent import AgentService, RunStatus
 from ongrid_skills.doors.rest.auth import request_principal
-from ongrid_skills.doors.rest.routes import sse_message
+from ongrid_skills.doors.rest.errors import responses
+from ongrid_skills.doors.rest.routes import SSE_ANSWER, sse_message
 from ongrid_skills.errors import Conflict, Forbidden, InvalidRequest
 from ongrid_skills.governance.gate import may_cancel
 from ongrid_skills.governance.principal import Principal
@@ -69,7 +70,11 @@ def _json(body: Any, status: int = 200) -> Response:
     )
 
 
-@router.post("/v1/agent/runs", status_code=202, responses={200: {"description": "wait=true"}})
+@router.post(
+    "/v1/agent/runs",
+    status_code=202,
+    responses={200: {"description": "wait=true"}, **responses(403, 404)},
+)
 async def start_run(body: RunBody, agents: Agents, caller: Caller) -> Response:
     if not body.message.strip():
         raise InvalidRequest("message must not be blank")
@@ -81,11 +86,13 @@ async def start_run(body: RunBody, agents: Agents, caller: Caller) -> Response:
     return _json({"id": run.id, "status": run.record.status.value}, 202)
 
 
-@router.get("/v1/agent/runs")
+@router.get("/v1/agent/runs", responses=responses())
 async def list_runs(
     agents: Agents,
     _caller: Caller,
-    status: str | None = None,
+    status: Annotated[
+        str | None, Query(json_schema_extra={"enum": [s.value for s in RunStatus]})
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> Response:
     if status is not None and status not in {s.value for s in RunStatus}:
@@ -94,12 +101,12 @@ async def list_runs(
     return _json({"items": items, "total": len(items)})
 
 
-@router.get("/v1/agent/runs/{run_id}")
+@router.get("/v1/agent/runs/{run_id}", responses=responses(404))
 async def get_run(run_id: str, agents: Agents, _caller: Caller) -> Response:
     return _json(agents.body(run_id))
 
 
-@router.post("/v1/agent/runs/{run_id}/cancel")
+@router.post("/v1/agent/runs/{run_id}/cancel", responses=responses(403, 404, 409))
 async def cancel_run(run_id: str, agents: Agents, caller: Caller) -> Response:
     """Stop a run that is going (its calls waiting for approval are withdrawn)."""
     record = agents.get(run_id)
@@ -117,7 +124,11 @@ async def cancel_run(run_id: str, agents: Agents, caller: Caller) -> Response:
     return _json(agents.body(run_id))
 
 
-@router.get("/v1/agent/runs/{run_id}/events")
+@router.get(
+    "/v1/agent/runs/{run_id}/events",
+    response_class=EventSourceResponse,
+    responses={**SSE_ANSWER, **responses(404)},
+)
 async def run_events(run_id: str, agents: Agents, _caller: Caller) -> EventSourceResponse:
     """The timeline so far, then live events until ``done``."""
     agents.get(run_id)

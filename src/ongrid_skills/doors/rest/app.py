@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
 from fastapi import FastAPI
 
@@ -34,6 +35,7 @@ def build_rest_app(lifespan: Lifespan) -> FastAPI:
         redoc_url=None,
     )
     errors.install(app)
+    app.openapi = _as_answered(app)  # type: ignore[method-assign]
     # Added first, so innermost: bodies are checked only for callers the gate let in.
     app.add_middleware(RefuseDuplicateKeys)
     app.add_middleware(AuthGate)
@@ -41,6 +43,32 @@ def build_rest_app(lifespan: Lifespan) -> FastAPI:
     app.include_router(router)
     app.include_router(agent_router)
     return app
+
+
+def _as_answered(app: FastAPI) -> Callable[[], dict[str, Any]]:
+    """FastAPI's schema, told what the door really answers: no 422 (an invalid request is a
+    400 ``invalid_request``, declared with each route's other errors in errors.py), and error
+    bodies in JSON also on the routes that stream events or serve metrics."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        fresh = app.openapi_schema is None
+        schema = generate()  # built once, then cached by FastAPI in app.openapi_schema
+        if fresh:
+            for path in schema.get("paths", {}).values():
+                for operation in path.values():
+                    answers = operation.get("responses", {})
+                    answers.pop("422", None)
+                    for status, answer in answers.items():
+                        content = answer.get("content", {})
+                        if int(status) >= 400 and "application/json" not in content:
+                            answer["content"] = {"application/json": content.popitem()[1]}
+            components = schema.get("components", {}).get("schemas", {})
+            for name in ("HTTPValidationError", "ValidationError"):
+                components.pop(name, None)
+        return schema
+
+    return openapi
 
 
 def _version() -> str:

@@ -10,7 +10,19 @@ from ongrid_skills.skills.schemas import args_problem
 
 
 class ExecuteBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # OpenAPI says what the validator below enforces: args and params are not both given.
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "not": {
+                "required": ["args", "params"],
+                "properties": {
+                    "args": {"not": {"type": "null"}},
+                    "params": {"not": {"type": "null"}},
+                },
+            }
+        },
+    )
 
     args: Any = Field(default=None, description="The args object, validated against the schema.")
     params: Any = Field(default=None, description="Alias of args.")

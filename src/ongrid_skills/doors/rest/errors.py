@@ -14,7 +14,9 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ongrid_skills.errors import SkillError
@@ -40,6 +42,43 @@ STATUS_BY_CODE = {
 }
 CODE_BY_STATUS = {status: code for code, status in STATUS_BY_CODE.items() if status != 500}
 CODE_BY_STATUS.update({400: "invalid_request", 403: "forbidden", 500: "internal_error"})
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+    details: list[Any]
+
+
+class ErrorBody(BaseModel):
+    """Every error answer of the REST door (documented in OpenAPI)."""
+
+    error: ErrorDetail
+
+
+_MEANING = {
+    400: "Malformed request, invalid args, bad Content-Length",
+    401: "No valid bearer token",
+    403: "The role or the permission gate refuses it",
+    404: "No such object",
+    409: "The object's state does not allow it",
+    413: "Request body over the limit",
+    429: "Execution queue full; retry later",
+    500: "Internal error; see the manager's log",
+    507: "The store's filesystem is full: nothing was started or recorded",
+}
+
+
+def responses(*statuses: int, public: bool = False) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` for a route: the error statuses it may answer besides those of
+    every route (400 and 413 from the body limit, 500, and 401 and 507 unless ``public``: any
+    authenticated request may write, if only an approval's expiry, so any may find the store
+    full)."""
+    every = {400, 413, 500} | (set() if public else {401, 507})
+    return {
+        status: {"model": ErrorBody, "description": _MEANING[status]}
+        for status in sorted(every | set(statuses))
+    }
 
 
 def error_body(code: str, message: str, details: list[Any] | None = None) -> dict[str, Any]:
@@ -80,16 +119,35 @@ def install(app: FastAPI) -> None:
         return error_response("invalid_request", f"invalid request {where}: {summary}", details)
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = CODE_BY_STATUS.get(exc.status_code, "invalid_request")
         response = error_response(code, str(exc.detail))
         response.status_code = exc.status_code
+        response.headers.update(exc.headers or {})
+        if exc.status_code == 405:  # RFC 9110: a 405 names every method the resource has
+            response.headers["Allow"] = allowed_methods(request)
         return response
 
     @app.exception_handler(Exception)
     async def internal(_request: Request, exc: Exception) -> JSONResponse:
         LOG.exception("unhandled error", exc_info=exc)
         return error_response("internal_error", "internal error; see the manager's log")
+
+
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
+def allowed_methods(request: Request) -> str:
+    """The methods some route fully matches on the request's path. Starlette's own 405 names
+    only the first route it matched (GET and POST /v1/agent/runs are two routes)."""
+    routes = request.app.router.routes
+    return ", ".join(
+        method
+        for method in _METHODS
+        if any(
+            route.matches({**request.scope, "method": method})[0] is Match.FULL for route in routes
+        )
+    )
 
 
 class BodyLimit:

@@ -14,12 +14,13 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, PlainTextResponse
 from sse_starlette.sse import EventSourceResponse
 
 from ongrid_skills import toolspec
 from ongrid_skills.doors.rest.auth import request_principal
 from ongrid_skills.doors.rest.bodies import DecisionBody, ExecuteBody
+from ongrid_skills.doors.rest.errors import responses
 from ongrid_skills.errors import InvalidRequest
 from ongrid_skills.execution.records import Event, Execution, Status
 from ongrid_skills.governance.gate import offered, require_role
@@ -41,7 +42,7 @@ Mgr = Annotated[Manager, Depends(manager_of)]
 
 
 # ---- health -------------------------------------------------------------------------------
-@router.get("/v1/health")
+@router.get("/v1/health", responses=responses(public=True))
 async def health(manager: Mgr) -> dict[str, Any]:
     registry = manager.registry
     return {
@@ -55,12 +56,14 @@ async def health(manager: Mgr) -> dict[str, Any]:
 
 
 # ---- skills -------------------------------------------------------------------------------
-@router.get("/v1/skills")
+@router.get("/v1/skills", responses=responses(404))
 async def list_skills(
     manager: Mgr,
     _caller: Caller,
     category: str | None = None,
-    skill_class: Annotated[str | None, Query(alias="class")] = None,
+    skill_class: Annotated[
+        str | None, Query(alias="class", json_schema_extra={"enum": [c.value for c in SkillClass]})
+    ] = None,
     q: Annotated[str | None, Query(max_length=200)] = None,
     persona: str | None = None,
 ) -> Response:
@@ -81,7 +84,7 @@ async def list_skills(
     return Response(text, media_type="application/json")
 
 
-@router.get("/v1/skills/{name}")
+@router.get("/v1/skills/{name}", responses=responses(404))
 async def get_skill(name: str, manager: Mgr, _caller: Caller) -> Response:
     """The SkillSummary, plus ``extra``: unknown SKILL.md keys kept for humans (or null)."""
     skill = manager.registry.get(name)
@@ -91,7 +94,10 @@ async def get_skill(name: str, manager: Mgr, _caller: Caller) -> Response:
     )
 
 
-@router.post("/v1/skills/{name}/execute", responses={202: {"description": "pending or running"}})
+@router.post(
+    "/v1/skills/{name}/execute",
+    responses={202: {"description": "pending or running"}, **responses(403, 404, 409, 429)},
+)
 async def execute_skill(
     name: str,
     body: ExecuteBody,
@@ -118,12 +124,14 @@ def execution_response(execution: Execution, always_ok: bool = False) -> Respons
 
 
 # ---- executions ---------------------------------------------------------------------------
-@router.get("/v1/executions")
+@router.get("/v1/executions", responses=responses())
 async def list_executions(
     manager: Mgr,
     _caller: Caller,
     skill: str | None = None,
-    status: str | None = None,
+    status: Annotated[
+        str | None, Query(json_schema_extra={"enum": [s.value for s in Status]})
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: Annotated[str | None, Query(max_length=300)] = None,
 ) -> Response:
@@ -141,12 +149,37 @@ async def list_executions(
     return Response(text, media_type="application/json")
 
 
-@router.get("/v1/executions/{execution_id}")
+@router.get("/v1/executions/{execution_id}", responses=responses(404))
 async def get_execution(execution_id: str, manager: Mgr, _caller: Caller) -> Response:
     return execution_response(manager.get(execution_id), always_ok=True)
 
 
-@router.get("/v1/executions/{execution_id}/events")
+#: The 200 answer of the event streams, for OpenAPI (3.1: the schema describes one event).
+SSE_ANSWER: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "Server-Sent Events: the timeline so far, then live events, then `end`",
+        "content": {
+            "text/event-stream": {
+                "schema": {
+                    "type": "object",
+                    "properties": {
+                        "event": {"type": "string"},
+                        "id": {"type": "string"},
+                        "data": {"type": "string", "description": "JSON text"},
+                    },
+                    "required": ["event", "data"],
+                }
+            }
+        },
+    }
+}
+
+
+@router.get(
+    "/v1/executions/{execution_id}/events",
+    response_class=EventSourceResponse,
+    responses={**SSE_ANSWER, **responses(404)},
+)
 async def execution_events(
     execution_id: str, manager: Mgr, _caller: Caller, follow: bool = True
 ) -> EventSourceResponse:
@@ -185,13 +218,13 @@ def sse_message(seq: int, event: Event) -> dict[str, Any]:
     return {"event": event.type, "id": str(seq), "data": json.dumps(event.to_dict())}
 
 
-@router.post("/v1/executions/{execution_id}/cancel")
+@router.post("/v1/executions/{execution_id}/cancel", responses=responses(403, 404, 409))
 async def cancel_execution(execution_id: str, manager: Mgr, caller: Caller) -> Response:
     return execution_response(await manager.cancel(execution_id, caller), always_ok=True)
 
 
 # ---- approvals ----------------------------------------------------------------------------
-@router.get("/v1/approvals")
+@router.get("/v1/approvals", responses=responses())
 async def list_approvals(
     manager: Mgr,
     _caller: Caller,
@@ -203,12 +236,12 @@ async def list_approvals(
     return {"items": [a.to_dict() for a in items], "total": len(items)}
 
 
-@router.get("/v1/approvals/{approval_id}")
+@router.get("/v1/approvals/{approval_id}", responses=responses(404))
 async def get_approval(approval_id: str, manager: Mgr, _caller: Caller) -> dict[str, Any]:
     return manager.desk.get(approval_id).to_dict()
 
 
-@router.post("/v1/approvals/{approval_id}/approve")
+@router.post("/v1/approvals/{approval_id}/approve", responses=responses(403, 404, 409))
 async def approve(
     approval_id: str, manager: Mgr, caller: Caller, body: DecisionBody | None = None
 ) -> dict[str, Any]:
@@ -216,7 +249,7 @@ async def approve(
     return (await manager.desk.approve(approval_id, caller, comment)).to_dict()
 
 
-@router.post("/v1/approvals/{approval_id}/reject")
+@router.post("/v1/approvals/{approval_id}/reject", responses=responses(403, 404, 409))
 async def reject(
     approval_id: str, manager: Mgr, caller: Caller, body: DecisionBody | None = None
 ) -> dict[str, Any]:
@@ -225,13 +258,13 @@ async def reject(
 
 
 # ---- personas -----------------------------------------------------------------------------
-@router.get("/v1/personas")
+@router.get("/v1/personas", responses=responses())
 async def list_personas(manager: Mgr, _caller: Caller) -> dict[str, Any]:
     personas = sorted(manager.registry.personas.values(), key=lambda p: p.name)
     return {"items": [p.summary() for p in personas], "total": len(personas)}
 
 
-@router.get("/v1/personas/{name}")
+@router.get("/v1/personas/{name}", responses=responses(404))
 async def get_persona(name: str, manager: Mgr, _caller: Caller) -> dict[str, Any]:
     persona = manager.registry.persona(name)
     body = persona.summary()
@@ -240,7 +273,7 @@ async def get_persona(name: str, manager: Mgr, _caller: Caller) -> dict[str, Any
     return body
 
 
-@router.get("/v1/personas/{name}/tools")
+@router.get("/v1/personas/{name}/tools", responses=responses(404))
 async def persona_tools(
     name: str,
     manager: Mgr,
@@ -255,7 +288,7 @@ async def persona_tools(
 
 
 # ---- audit and admin ----------------------------------------------------------------------
-@router.get("/v1/audit")
+@router.get("/v1/audit", responses=responses())
 async def audit(
     manager: Mgr,
     _caller: Caller,
@@ -271,20 +304,20 @@ async def audit(
     return {"items": entries, "total": len(entries)}
 
 
-@router.get("/v1/audit/verify")
+@router.get("/v1/audit/verify", responses=responses())
 async def audit_verify(manager: Mgr, _caller: Caller) -> JSONResponse:
     result = await asyncio.to_thread(manager.store.audit.verify)  # walks the whole chain
     return JSONResponse(result.to_dict())
 
 
-@router.post("/v1/reload")
+@router.post("/v1/reload", responses=responses(403))
 async def reload(manager: Mgr, caller: Caller) -> dict[str, Any]:
     require_role(caller, Role.ADMIN)
     registry = await manager.reload(caller.name)
     return {"skills": len(registry), "loader_errors": len(registry.report.errors)}
 
 
-@router.get("/metrics")
+@router.get("/metrics", response_class=PlainTextResponse, responses=responses())
 async def metrics(manager: Mgr, _caller: Caller) -> Response:
     manager.metrics.queued.set(manager.waiting)
     return Response(manager.metrics.render(), media_type="text/plain; version=0.0.4")
