@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from ongrid_skills.errors import ConfigError
+from ongrid_skills.settings import Settings
 from ongrid_skills.store import Store, open_store
 from ongrid_skills.store.anchor import Link
 from ongrid_skills.store.audit import HEAD_KEY, entry_hash
@@ -144,8 +145,29 @@ def test_a_truncation_stays_reported_after_the_chain_grows_over_the_deleted_entr
     check = verify(server)
     assert check["ok"] is False
     assert check["anchor"] == check["entries"]  # the anchor moved on with the new chain…
-    assert check["first_broken"] == count  # …but kept the evidence of the old one
-    assert any(f"entry {count} was anchored" in p for p in check["problems"]), check
+    assert check["first_broken"] == count - 1  # …but kept the evidence of the old one
+    deleted = f"entries {count - 1}..{count} had been deleted"
+    assert any(deleted in p for p in check["problems"]), check
+
+
+def test_a_truncation_stays_reported_when_a_restarted_store_grows_over_it(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+    with closing(open_store(str(data))) as store:
+        append(store, 3)
+    with db(data) as conn:
+        (prev,) = conn.execute("SELECT prev_hash FROM audit_entries WHERE seq = 3").fetchone()
+        conn.execute("DELETE FROM audit_entries WHERE seq = 3")
+        set_head(conn, {**head_record(conn), "seq": 2, "hash": prev})
+
+    with closing(open_store(str(data))) as store:  # knows nothing of the deleted entry…
+        append(store, 2)
+        check = store.audit.verify()
+
+    assert check.ok is False  # …but the anchor file does
+    assert (check.entries, check.anchor, check.first_broken) == (4, 4, 3)
+    assert any("entry 3 was anchored with hash" in p for p in check.problems), check
 
 
 def test_an_entry_edited_with_its_plain_sha256_chain_recomputed_fails_at_that_entry(
@@ -305,6 +327,29 @@ def test_the_syslog_sink_sends_one_datagram_per_entry(tmp_path: Path) -> None:
     (tmp_path / "extract.log").write_text("\n".join(got) + "\n")
     seen = [(w.seq, w.hash) for w in read_witnesses(str(tmp_path / "extract.log"), key_id)]
     assert seen == [(1, hashes[0]), (2, hashes[1])]
+
+
+def test_a_failing_sink_does_not_stop_the_anchor(tmp_path: Path) -> None:
+    address = tmp_path / "log.sock"
+    receiver = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    receiver.bind(str(address))
+    store = open_store(str(tmp_path / "data"), audit_sink=f"syslog:{address}")
+    receiver.close()
+    address.unlink()  # the syslog daemon went away
+    with closing(store):
+        append(store, 1)
+        check = store.audit.verify()
+
+    assert (check.ok, check.anchor) == (True, 1)
+
+
+def test_the_audit_key_file_and_sink_are_settings(tmp_path: Path) -> None:
+    settings = Settings.load(
+        {"ONGRID_AUDIT_KEY_FILE": "/etc/ongrid/audit.key", "ONGRID_AUDIT_SINK": "syslog"}
+    )
+
+    assert (settings.audit_key_file, settings.audit_sink) == ("/etc/ongrid/audit.key", "syslog")
+    assert (Settings().audit_key_file, Settings().audit_sink) == (None, None)
 
 
 def test_the_anchor_never_goes_backwards_and_ignores_rolled_back_entries(tmp_path: Path) -> None:

@@ -142,10 +142,8 @@ def verify_chain(
             d = anchored.diverged
             report.broken(
                 int(d.get("seq", 0)),
-                f"entry {d.get('seq')} was anchored with hash {str(d.get('anchored'))[:16]}… but "
-                f"committed again later with hash {str(d.get('found'))[:16]}…: the chain was "
-                f"truncated or rewritten, then grew again ({anchor_name} keeps this record "
-                "until it is removed)",
+                f"the chain was truncated or rewritten, then grew again: {d.get('detail')} "
+                f"({anchor_name} keeps this record until it is removed)",
             )
     _check_external(report, external, count, newest, found)
     if count and keyed_from is None:
