@@ -203,6 +203,23 @@ def test_the_cli_reports_a_wiped_chain_and_exits_1(server: Server) -> None:
     assert "0 entries, TAMPERED" in err
 
 
+def test_garbage_in_the_head_record_or_an_entry_is_reported_not_raised(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    with closing(open_store(str(data))) as store:
+        append(store, 3)
+    with db(data) as conn:
+        conn.execute("UPDATE audit_entries SET data = 'not json' WHERE seq = 2")
+        conn.execute("UPDATE settings SET value = 'garbage{' WHERE key = ?", (HEAD_KEY,))
+
+    with closing(open_store(str(data))) as store:
+        check = store.audit.verify()
+
+    assert check.ok is False
+    assert check.first_broken == 2
+    assert "entry 2: content does not match its hash (data is not JSON)" in check.problems
+    assert "the chain head record is malformed" in check.problems
+
+
 # ---- the key and the sink -----------------------------------------------------------------
 def test_an_attacker_with_the_key_is_caught_by_the_shipped_sink(server: Server) -> None:
     run_peek(server, 2)

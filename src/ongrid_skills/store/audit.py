@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, select, text
 
 from ongrid_skills.errors import ConfigError
 from ongrid_skills.store.anchor import HeadAnchor, Link
@@ -29,12 +29,13 @@ from ongrid_skills.store.auditkey import Sealer, canonical, load_sealer
 from ongrid_skills.store.auditsink import Witness, open_sink
 from ongrid_skills.store.auditverify import GENESIS, Verification, verify_chain
 from ongrid_skills.store.connection import Database
-from ongrid_skills.store.models import AuditRow, SettingRow
+from ongrid_skills.store.models import AuditRow
 from ongrid_skills.store.rawsql import dumps
 
 __all__ = ["GENESIS", "HEAD_KEY", "AuditLog", "Verification", "entry_hash", "open_audit"]
 
 HEAD_KEY = "audit_head"
+_HEAD = text("SELECT value FROM settings WHERE key = :key")  # driver value: never a JSON error
 
 
 def entry_hash(
@@ -145,10 +146,14 @@ def open_audit(db: Database, data_dir: str, key_file: str | None, sink: str | No
     """The audit log of ``db``: its key (checked against the chain's), anchor and sink."""
     os.makedirs(data_dir, mode=0o700, exist_ok=True)
     with db.read() as conn:
-        value = conn.execute(select(SettingRow.value).where(SettingRow.key == HEAD_KEY)).scalar()
-    head = decode_head(value) or {}
-    chain_key = head.get("key") if isinstance(head.get("key"), str) else None
-    sealer = load_sealer(key_file, data_dir, chain_key)
+        value = conn.execute(_HEAD, {"key": HEAD_KEY}).scalar()
+    try:  # a tampered head record is reported by verify; it must not stop the store opening
+        head = decode_head(value) if value is not None else {}
+    except ValueError:
+        head = None
+    chain_key = head.get("key") if head and isinstance(head.get("key"), str) else None
+    # Unreadable: it may well be keyed, so a missing default key is not replaced either.
+    sealer = load_sealer(key_file, data_dir, "unknown" if head is None else chain_key)
     if chain_key is not None and chain_key != sealer.key_id:
         raise ConfigError(
             f"the audit chain is keyed with key id {chain_key}, but {sealer.path} has key id "

@@ -75,7 +75,7 @@ def load_sealer(key_file: str | None, data_dir: str, chain_key_id: str | None) -
 
 def _read_key(path: str) -> bytes:
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)  # symlinks allowed: mounted secrets
     except OSError as exc:
         raise ConfigError(f"audit key file {path}: {exc.strerror}") from None
     try:

@@ -23,15 +23,29 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import text
 
 from ongrid_skills.store.anchor import AnchorUnreadable, read_anchor
 from ongrid_skills.store.auditkey import Sealer, canonical
 from ongrid_skills.store.auditsink import Witness
 from ongrid_skills.store.connection import Database
-from ongrid_skills.store.models import AuditRow, SettingRow
 
 GENESIS = "0" * 64
+_ENTRIES = text(
+    "SELECT seq, ts, actor, action, subject, data, prev_hash, hash FROM audit_entries ORDER BY seq"
+)
+_HEAD = text("SELECT value FROM settings WHERE key = :key")
+_NOT_JSON = object()  # never equal to what an entry was hashed with
+
+
+def _json(value: Any) -> Any:
+    """A JSON column's value: text on SQLite (decoded here), already decoded on PostgreSQL."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except ValueError:
+        return _NOT_JSON
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,34 +104,29 @@ def verify_chain(
     prev, newest, count, keyed_from = GENESIS, 0, 0, None
     found: dict[int, str] = {}
     with db.read() as conn:
-        for row in conn.execute(select(AuditRow).order_by(AuditRow.seq)).mappings():
+        # Driver values, not the JSON type's: a tampered column is reported, never raised.
+        for row in conn.execute(_ENTRIES).mappings():
             seq = row["seq"]
             count += 1
             if seq != newest + 1:
                 report.broken(newest + 1, f"entries {newest + 1}..{seq - 1} are missing")
             if row["prev_hash"] != prev:
                 report.broken(seq, f"entry {seq}: previous hash does not match the chain")
-            body = canonical(
-                seq, row["ts"], row["actor"], row["action"], row["subject"], row["data"]
-            )
-            if sealer.seal(row["prev_hash"], body) == row["hash"]:
-                keyed_from = seq if keyed_from is None else keyed_from
-            elif hashlib.sha256((row["prev_hash"] + body).encode()).hexdigest() != row["hash"]:
-                report.broken(seq, f"entry {seq}: content does not match its hash")
-            elif keyed_from is not None:
-                report.broken(
-                    seq,
-                    f"entry {seq}: hashed without the key (plain SHA-256) although the chain is "
-                    f"keyed from entry {keyed_from}: rewritten by someone without the key",
-                )
+            if _check_entry(report, sealer, row, keyed_from) and keyed_from is None:
+                keyed_from = seq
             if seq in watched:
                 found[seq] = row["hash"]
             prev, newest = row["hash"], seq
-        value = conn.execute(select(SettingRow.value).where(SettingRow.key == head_key)).scalar()
-    head = json.loads(value) if isinstance(value, str) else value
-    head = head if isinstance(head, dict) else None
+        value = conn.execute(_HEAD, {"key": head_key}).scalar()
+    head = _json(value)
+    if head is not None and not (isinstance(head, dict) and isinstance(head.get("seq"), int)):
+        report.problems.append("the chain head record is malformed")
+        head = None
+        count_for_head = 0  # reported once: not also as missing
+    else:
+        count_for_head = count
 
-    _check_head(report, head, count, newest, prev, keyed_from)
+    _check_head(report, head, count_for_head, newest, prev, keyed_from)
     if anchored is None:
         if count:
             report.warnings.append(
@@ -131,7 +140,7 @@ def verify_chain(
             )
         _check_witness(report, anchored.seq, anchored.hash, anchor_name, count, newest, found)
         if head is not None and (
-            int(head.get("seq", 0)) < anchored.seq
+            head["seq"] < anchored.seq
             or (head.get("seq") == anchored.seq and head.get("hash") != anchored.hash)
         ):
             report.problems.append(
@@ -141,7 +150,7 @@ def verify_chain(
         if anchored.diverged is not None:
             d = anchored.diverged
             report.broken(
-                int(d.get("seq", 0)),
+                d["seq"] if isinstance(d.get("seq"), int) else 0,
                 f"the chain was truncated or rewritten, then grew again: {d.get('detail')} "
                 f"({anchor_name} keeps this record until it is removed)",
             )
@@ -160,6 +169,28 @@ def verify_chain(
         anchor=anchored.seq if anchored is not None else None,
         warnings=report.warnings,
     )
+
+
+def _check_entry(report: _Report, sealer: Sealer, row: Any, keyed_from: int | None) -> bool:
+    """True when the entry carries a valid MAC; otherwise False, with any problem reported
+    (an unkeyed entry is only a problem after the first keyed one)."""
+    seq, prev = row["seq"], str(row["prev_hash"])
+    data = _json(row["data"])
+    if data is _NOT_JSON:
+        report.broken(seq, f"entry {seq}: content does not match its hash (data is not JSON)")
+        return False
+    body = canonical(seq, row["ts"], row["actor"], row["action"], row["subject"], data)
+    if sealer.seal(prev, body) == row["hash"]:
+        return True
+    if hashlib.sha256((prev + body).encode()).hexdigest() != row["hash"]:
+        report.broken(seq, f"entry {seq}: content does not match its hash")
+    elif keyed_from is not None:
+        report.broken(
+            seq,
+            f"entry {seq}: hashed without the key (plain SHA-256) although the chain is "
+            f"keyed from entry {keyed_from}: rewritten by someone without the key",
+        )
+    return False
 
 
 def _check_head(
