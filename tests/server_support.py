@@ -66,7 +66,12 @@ def make_settings(tmp_path: Path, skills_root: Path, **overrides: Any) -> Settin
 
 @contextmanager
 def running_app(settings: Settings, **app_kw: Any) -> Iterator[Server]:
-    store = open_store(settings.data_dir, settings.database_url)
+    store = open_store(
+        settings.data_dir,
+        settings.database_url,
+        audit_key_file=settings.audit_key_file,
+        audit_sink=settings.audit_sink,
+    )
     tokens = {name: store.tokens.create(name, role)[0] for name, role in ROLES.items()}
     app = create_app(settings, store=store, loader_sink=lambda _line: None, **app_kw)
     try:

@@ -131,7 +131,12 @@ async def open_manager(
 
     A ``store`` passed in stays open (its owner closes it); one opened here is closed here.
     """
-    own_store = store or open_store(settings.data_dir, settings.database_url)
+    own_store = store or open_store(
+        settings.data_dir,
+        settings.database_url,
+        audit_key_file=settings.audit_key_file,
+        audit_sink=settings.audit_sink,
+    )
     holder = RegistryHolder(registry_builder(settings, loader_sink))
     metrics = Metrics()
     metrics.loaded(holder.current)

@@ -24,6 +24,8 @@ class Settings:
     persona_dirs: tuple[str, ...] = ()
     data_dir: str = ".ongrid"
     database_url: str | None = None
+    audit_key_file: str | None = None  # else $data_dir/audit.key (see docs/security.md)
+    audit_sink: str | None = None  # a file path, `syslog` or `syslog:SOCKET`; off by default
     default_timeout_seconds: int = DEFAULT_TIMEOUT_SECONDS
     max_concurrent_executions: int = field(default_factory=lambda: 4 * (os.cpu_count() or 1))
     execution_queue_size: int = 100

@@ -118,6 +118,23 @@ def test_the_settings_file_and_an_outside_database_are_refused(tmp_path: Path) -
             tail(reach, path)
 
 
+def test_the_audit_key_and_the_audit_sink_files_are_refused(tmp_path: Path) -> None:
+    key, sink = tmp_path / "keys" / "audit.key", tmp_path / "ship" / "audit.jsonl"
+    for path in (key, sink):
+        path.parent.mkdir()
+        path.write_text("x\n")
+    environ = {
+        "ONGRID_DATA_DIR": str(tmp_path / "data"),
+        "ONGRID_AUDIT_KEY_FILE": str(key),
+        "ONGRID_AUDIT_SINK": str(sink),
+        "ONGRID_BUILTIN_READ_PATHS": str(tmp_path),
+    }
+    reach = Reach.from_settings(Settings.load(environ=environ))
+    for path in (key, sink):
+        with pytest.raises(ForbiddenPath, match="manager's own files"):
+            tail(reach, path)
+
+
 def test_a_database_the_store_opened_is_refused_whatever_the_reach(tmp_path: Path) -> None:
     """The store registers its files for the whole process: even a bare Reach refuses them."""
     store = open_store(str(tmp_path / "data"), f"sqlite:///{tmp_path / 'own.db'}")

@@ -161,7 +161,15 @@ def test_every_request_signature_decision_run_and_result_is_audited_with_who_and
     assert gone["data"]["execution_id"] == expired["id"]
 
     assert [e["seq"] for e in entries] == list(range(len(entries), 0, -1))  # newest first
-    assert verify(server) == {"ok": True, "entries": len(entries), "problems": []}
+    assert verify(server) == {
+        "ok": True,
+        "entries": len(entries),
+        "problems": [],
+        "first_broken": None,
+        "keyed_from": 1,
+        "anchor": len(entries),
+        "warnings": [],
+    }
 
 
 def test_the_audit_log_can_be_filtered_by_action_and_subject(server: Server) -> None:

@@ -115,7 +115,15 @@ def test_reopening_a_data_dir_keeps_executions_approvals_tokens_and_the_audit_ch
         found = store.tokens.lookup(olga)
         assert found is not None
         assert (found.name, found.role) == ("olga", Role.OPERATOR)
-        assert store.audit.verify().to_dict() == {"ok": True, "entries": entries, "problems": []}
+        assert store.audit.verify().to_dict() == {
+            "ok": True,
+            "entries": entries,
+            "problems": [],
+            "first_broken": None,
+            "keyed_from": 1,
+            "anchor": entries,
+            "warnings": [],
+        }
         # the chain goes on from where it stopped
         with store.tx() as conn:
             seq = store.audit.append(conn, "test", "test.appended", None, {"n": 1})

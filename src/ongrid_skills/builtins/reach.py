@@ -63,6 +63,9 @@ class Reach:
             value = getattr(settings, spec.name)
             if spec.name.endswith("_file") and isinstance(value, str) and value:
                 protected.append(os.path.abspath(value))
+        sink = settings.audit_sink
+        if sink and not sink.startswith("syslog"):  # the audit sink file: the chain's witness
+            protected.append(os.path.abspath(sink))
         database = sqlite_file(settings.database_url)
         if database:
             protected.extend(database + suffix for suffix in SQLITE_COMPANIONS)

@@ -9,9 +9,10 @@ import a repository.
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,9 @@ from ongrid_skills.paths import register_store_file
 from ongrid_skills.store.rawsql import RawSQL
 
 MIGRATIONS = Path(__file__).with_name("migrations")
+LOG = logging.getLogger("ongrid_skills.store")
+#: Receives, once a transaction has committed, every item collected for it (see after_commit).
+CommitHook = Callable[[list[Any]], None]
 
 
 class Database:
@@ -37,6 +41,7 @@ class Database:
         self._write_lock = threading.RLock()
         self.raw = RawSQL(engine)
         self._writer: Connection | None = None
+        self._collected: dict[CommitHook, list[Any]] | None = None  # the open transaction's
 
     @contextmanager
     def tx(self) -> Iterator[Connection]:
@@ -46,6 +51,8 @@ class Database:
             if self._writer is None or self._writer.closed:
                 self._writer = self.engine.connect()
                 self._writer.info["immediate"] = True
+            collected: dict[CommitHook, list[Any]] = {}
+            self._collected = collected
             try:
                 with self._writer.begin():
                     yield self._writer
@@ -59,11 +66,27 @@ class Database:
             except BaseException:
                 self._drop_invalidated()
                 raise
+            finally:
+                self._collected = None
+            # Committed. Still under the lock, so hooks see commits in commit order; a hook
+            # must be cheap (the audit anchor only queues) and its failure cannot undo the commit.
+            for hook, items in collected.items():
+                try:
+                    hook(items)
+                except Exception:
+                    LOG.exception("after-commit hook %r failed", hook)
 
     def _drop_invalidated(self) -> None:
         if self._writer is not None and self._writer.invalidated:
             self._writer.close()
             self._writer = None
+
+    def after_commit(self, hook: CommitHook, item: Any) -> None:
+        """Collect ``item`` for ``hook``: once the open transaction commits, ``hook`` receives
+        the items collected for it, in order; on rollback, nothing. Only inside :meth:`tx`."""
+        if self._collected is None:
+            raise RuntimeError("after_commit outside a write transaction (Database.tx)")
+        self._collected.setdefault(hook, []).append(item)
 
     @contextmanager
     def read(self) -> Iterator[Connection]:

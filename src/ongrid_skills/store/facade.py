@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from sqlalchemy import Connection
 
 from ongrid_skills.store.approvals import ApprovalRepo
-from ongrid_skills.store.audit import AuditLog
+from ongrid_skills.store.audit import AuditLog, open_audit
 from ongrid_skills.store.connection import Database, open_database
 from ongrid_skills.store.executions import ExecutionRepo
 from ongrid_skills.store.tokens import TokenRepo
@@ -23,11 +23,11 @@ class Store:
     """The repositories over one :class:`Database`: ``executions``, ``approvals``, ``audit``,
     ``tokens``; ``tx()`` and ``read()`` are the database's."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, audit: AuditLog) -> None:
         self.db = db
         self.engine = db.engine
         self.dialect = db.dialect
-        self.audit = AuditLog(db)
+        self.audit = audit
         self.executions = ExecutionRepo(db)
         self.approvals = ApprovalRepo(db)
         self.tokens = TokenRepo(db, self.audit)
@@ -45,9 +45,21 @@ class Store:
             yield conn
 
     def close(self) -> None:
+        self.audit.close()  # the last anchor is written before the database goes
         self.db.close()
 
 
-def open_store(data_dir: str = ".ongrid", url: str | None = None) -> Store:
-    """Open (and create or migrate) the store."""
-    return Store(open_database(data_dir, url))
+def open_store(
+    data_dir: str = ".ongrid",
+    url: str | None = None,
+    *,
+    audit_key_file: str | None = None,
+    audit_sink: str | None = None,
+) -> Store:
+    """Open (and create or migrate) the store, with its audit key, head anchor and sink."""
+    db = open_database(data_dir, url)
+    try:
+        return Store(db, open_audit(db, data_dir, audit_key_file, audit_sink))
+    except BaseException:
+        db.close()
+        raise

@@ -35,7 +35,12 @@ def _store(ctx: click.Context) -> Store:
 
     settings = ctx.obj.settings()
     try:
-        return open_store(settings.data_dir, settings.database_url)
+        return open_store(
+            settings.data_dir,
+            settings.database_url,
+            audit_key_file=settings.audit_key_file,
+            audit_sink=settings.audit_sink,
+        )
     except Exception as exc:  # a broken data dir must say so, not trace back
         raise click.ClickException(f"cannot open the store in {settings.data_dir}: {exc}") from exc
 
@@ -165,12 +170,25 @@ def audit() -> None:
 
 
 @audit.command("verify")
+@click.option(
+    "--against",
+    "sinks",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="A copy of the audit sink (JSON lines or a syslog extract) to check the chain against.",
+)
 @click.pass_context
-def audit_verify(ctx: click.Context) -> None:
-    """Exit 1 when any entry was edited or deleted."""
-    result = _store(ctx).audit.verify()
+def audit_verify(ctx: click.Context, sinks: tuple[str, ...]) -> None:
+    """Exit 1 when any entry was edited or deleted, the tail cut off or the chain wiped."""
+    from ongrid_skills.store.auditsink import read_witnesses  # noqa: PLC0415 - lazy: see above
+
+    store = _store(ctx)
+    key_id = store.audit.sealer.key_id
+    result = store.audit.verify(w for path in sinks for w in read_witnesses(path, key_id))
     for problem in result.problems:
         click.echo(f"audit: {problem}")
+    for warning in result.warnings:
+        click.echo(f"audit: warning: {warning}", err=True)
     click.echo(
         f"audit: {result.entries} entries, {'intact' if result.ok else 'TAMPERED'}", err=True
     )

@@ -1,0 +1,115 @@
+"""The audit key: where it comes from, who may read it, and the keyed hash (HMAC) it gives.
+
+The key lives outside the database: ``ONGRID_AUDIT_KEY_FILE`` (given by the operator, required
+to be the same file on every replica of a shared database) or ``$ONGRID_DATA_DIR/audit.key``,
+created with mode 0600 the first time a store that is not keyed yet is opened. A key file that
+group or others may read is refused. This module never creates a key for a chain that is already
+keyed (a new key would make every keyed entry fail verification) and never logs key material.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import stat
+from typing import Any
+
+from ongrid_skills.errors import ConfigError
+
+KEY_BYTES = 32
+DEFAULT_KEY_NAME = "audit.key"
+_KEY_ID_LABEL = b"ongrid-skills audit key id"
+
+
+def canonical(seq: int, ts: float, actor: str, action: str, subject: str | None, data: Any) -> str:
+    """What an entry's hash covers besides the previous hash (``repr(ts)``: exact float text)."""
+    return json.dumps(
+        [seq, repr(ts), actor, action, subject, data],
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+
+
+class Sealer:
+    """HMAC-SHA256 of ``prev_hash + canonical(entry)`` under one key, and that key's public id."""
+
+    def __init__(self, key: bytes, path: str) -> None:
+        if len(key) < KEY_BYTES:
+            raise ConfigError(f"audit key file {path}: needs at least {KEY_BYTES} bytes of key")
+        self.path = path
+        self._base = hmac.new(key, digestmod=hashlib.sha256)
+        # The id names the key in the head record and the anchor (so a replica started with
+        # another key is refused with a clear message); it reveals nothing about the key.
+        self.key_id = hmac.new(key, _KEY_ID_LABEL, hashlib.sha256).hexdigest()[:16]
+
+    def seal(self, prev: str, body: str) -> str:
+        mac = self._base.copy()  # cheaper than hmac.new: the key schedule is done once
+        mac.update((prev + body).encode())
+        return mac.hexdigest()
+
+
+def load_sealer(key_file: str | None, data_dir: str, chain_key_id: str | None) -> Sealer:
+    """The operator's key file, else ``data_dir/audit.key`` (created when the chain is unkeyed).
+
+    ``chain_key_id`` is the key id the chain's head record names (None: not keyed yet).
+    """
+    if key_file:
+        if not os.path.exists(key_file):
+            raise ConfigError(f"audit key file {key_file} (ONGRID_AUDIT_KEY_FILE) does not exist")
+        return Sealer(_read_key(key_file), key_file)
+    path = os.path.join(data_dir, DEFAULT_KEY_NAME)
+    if not os.path.exists(path):
+        if chain_key_id is not None:
+            raise ConfigError(
+                f"the audit chain is keyed (key id {chain_key_id}) but its key {path} is "
+                "missing: restore that file, or point ONGRID_AUDIT_KEY_FILE at a copy of it "
+                "(a new key would make every keyed entry fail verification)"
+            )
+        _create_key(path)
+    return Sealer(_read_key(path), path)
+
+
+def _read_key(path: str) -> bytes:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)  # symlinks allowed: mounted secrets
+    except OSError as exc:
+        raise ConfigError(f"audit key file {path}: {exc.strerror}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError(f"audit key file {path} is not a regular file")
+        if info.st_mode & 0o077:
+            raise ConfigError(
+                f"audit key file {path} may be read by group or others "
+                f"(mode {stat.S_IMODE(info.st_mode):04o}); refusing to use it: chmod 600 {path}"
+            )
+        raw = os.read(fd, 4096)
+    finally:
+        os.close(fd)
+    text = raw.strip()
+    try:  # hex text (as created here, or `openssl rand -hex 32`), else raw bytes
+        return bytes.fromhex(text.decode("ascii"))
+    except (UnicodeDecodeError, ValueError):
+        return raw
+
+
+def _create_key(path: str) -> None:
+    """Write a new key atomically: a process racing us reads either no file or the whole key."""
+    os.makedirs(os.path.dirname(path) or ".", mode=0o700, exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, secrets.token_hex(KEY_BYTES).encode() + b"\n")
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        os.link(tmp, path)  # fails when another process created the key first: use theirs
+    except FileExistsError:
+        pass
+    finally:
+        os.unlink(tmp)
