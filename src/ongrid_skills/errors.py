@@ -19,7 +19,13 @@ the CLI to exit codes, REST to HTTP statuses, MCP and the agent to the error env
     ├── Forbidden                   forbidden          (the principal's role does not allow it)
     ├── Conflict                    conflict           (state does not allow it: signed twice…)
     ├── TooLarge                    too_large          (request body over the limit)
-    └── Busy                        busy               (execution queue full)
+    ├── Busy                        busy               (execution queue full)
+    └── BundledFileError            (a file of a skill's folder that cannot be served)
+        ├── OutsideSkill            outside_skill      (resolves outside the folder, or hidden)
+        ├── BundledFileMissing      file_not_found
+        ├── NotAFile                not_a_file         (a directory, FIFO, device…)
+        ├── BundledFileTooLarge     file_too_large
+        └── BinaryFile              binary_file        (not UTF-8 text)
 
 A skill's own failure is not raised: it is the ``status`` and ``error`` of its Execution, with one
 of the codes of :data:`EXECUTION_ERROR_CODES`.
@@ -44,6 +50,12 @@ EXECUTION_ERROR_CODES: dict[str, str] = {
     "invalid_args": "the args did not match the skill's schema",
     "denied": "the permission gate refused the call",
     "internal_error": "a built-in skill raised an unexpected exception",
+    "builtin_failed": "a built-in skill failed in an expected way (its message says why)",
+    "outside_skill": "read_skill_file: the path leaves the skill's folder (or names a hidden file)",
+    "file_not_found": "read_skill_file: no such file in the skill's folder",
+    "not_a_file": "read_skill_file: the path is a directory or a special file",
+    "file_too_large": "read_skill_file: the file is over the size cap",
+    "binary_file": "read_skill_file: the file is not UTF-8 text",
 }
 
 
@@ -183,3 +195,32 @@ class StorageFull(SkillError):
     """The store could not write (its filesystem is full): nothing was started or recorded."""
 
     code = "storage_full"
+
+
+class BundledFileError(SkillError):
+    """A file of a skill's folder could not be served (``read_skill_file``, MCP resources)."""
+
+    code = "bundled_file_error"
+
+
+class OutsideSkill(BundledFileError):
+    """The path resolves outside the skill's folder (``..``, an absolute path, a symlink out)
+    or names a hidden file, which is never part of a bundle."""
+
+    code = "outside_skill"
+
+
+class BundledFileMissing(BundledFileError):
+    code = "file_not_found"
+
+
+class NotAFile(BundledFileError):
+    code = "not_a_file"
+
+
+class BundledFileTooLarge(BundledFileError):
+    code = "file_too_large"
+
+
+class BinaryFile(BundledFileError):
+    code = "binary_file"

@@ -14,8 +14,8 @@ defaults give the JSON schema when the SKILL.md declares none::
 
 The return value must be JSON-serialisable; it is the call's result. Raise
 :class:`BuiltinFailure` for an expected failure (unreachable host, missing file…): the call
-fails with ``error.code = "builtin_failed"`` and the message; any other exception is an
-``internal_error``.
+fails with ``error.code = "builtin_failed"`` (or the failure's own ``code``) and the message;
+any other exception is an ``internal_error``.
 """
 
 from __future__ import annotations
@@ -42,9 +42,16 @@ class Catalogue(Protocol):
 
     def search_index(self) -> SearchIndex: ...
 
+    def lookup(self, name: str) -> Skill | None: ...
+
 
 class BuiltinFailure(Exception):
-    """An expected failure of a built-in; its message is shown to the caller and the model."""
+    """An expected failure of a built-in; its message is shown to the caller and the model, its
+    ``code`` (default ``builtin_failed``) is the execution's ``error.code``."""
+
+    def __init__(self, message: str, code: str = "builtin_failed") -> None:
+        super().__init__(message)
+        self.code = code
 
 
 @dataclass(slots=True)

@@ -118,7 +118,7 @@ async def run_builtin(
         limit = skill.timeout_seconds
         return done(Status.TIMED_OUT, error=ErrorInfo("timed_out", f"timed out after {limit} s"))
     except BuiltinFailure as exc:
-        return done(Status.FAILED, error=ErrorInfo("builtin_failed", str(exc)), exit_code=1)
+        return done(Status.FAILED, error=ErrorInfo(exc.code, str(exc)), exit_code=1)
     except Exception as exc:  # a bug in the built-in (or an unserialisable result)
         LOG.exception("built-in %s failed", skill.name)
         return done(
