@@ -22,7 +22,13 @@ maps a code to a status itself (each door does, in one place).
     ├── Conflict                    conflict            409     2  (state forbids it: signed twice…)
     ├── TooLarge                    too_large           413     2  (request body over the limit)
     ├── Busy                        busy                429     2  (execution queue full)
-    └── StorageFull                 storage_full        507     1  (the store's disk is full)
+    ├── StorageFull                 storage_full        507     1  (the store's disk is full)
+    └── BundledFileError            (a file of a skill's folder that cannot be served)
+        ├── OutsideSkill            outside_skill      (resolves outside the folder, or hidden)
+        ├── BundledFileMissing      file_not_found
+        ├── NotAFile                not_a_file         (a directory, FIFO, device…)
+        ├── BundledFileTooLarge     file_too_large
+        └── BinaryFile              binary_file        (not UTF-8 text)
 
 *HTTP* is ``STATUS_BY_CODE`` of the REST door (a code it does not list answers 400; an exception
 that is no SkillError answers 500 ``internal_error``). REST never raises ApprovalRequired: a call
@@ -66,6 +72,11 @@ EXECUTION_ERROR_CODES: dict[str, str] = {
     "expired": "the approval request expired before its last signature",
     "skill_changed": "the skill changed since the approval request; the request is void",
     "not_permitted": "the gate no longer admits the approved call; the request is void",
+    "outside_skill": "read_skill_file: the path leaves the skill's folder (or names a hidden file)",
+    "file_not_found": "read_skill_file: no such file in the skill's folder",
+    "not_a_file": "read_skill_file: the path is a directory or a special file",
+    "file_too_large": "read_skill_file: the file is over the size cap",
+    "binary_file": "read_skill_file: the file is not UTF-8 text",
 }
 
 
@@ -218,3 +229,32 @@ class StorageFull(SkillError):
     """The store could not write (its filesystem is full): nothing was started or recorded."""
 
     code = "storage_full"
+
+
+class BundledFileError(SkillError):
+    """A file of a skill's folder could not be served (``read_skill_file``, MCP resources)."""
+
+    code = "bundled_file_error"
+
+
+class OutsideSkill(BundledFileError):
+    """The path resolves outside the skill's folder (``..``, an absolute path, a symlink out)
+    or names a hidden file, which is never part of a bundle."""
+
+    code = "outside_skill"
+
+
+class BundledFileMissing(BundledFileError):
+    code = "file_not_found"
+
+
+class NotAFile(BundledFileError):
+    code = "not_a_file"
+
+
+class BundledFileTooLarge(BundledFileError):
+    code = "file_too_large"
+
+
+class BinaryFile(BundledFileError):
+    code = "binary_file"

@@ -16,6 +16,9 @@ from ongrid_skills.types import DEFAULT_TIMEOUT_SECONDS
 #: Default readable roots of the file built-ins (``tail_file``, ``disk_usage``).
 DEFAULT_READ_PATHS = ("/var/log",)
 
+#: The default cap, in characters, of the instructions listing in an agent's system prompt.
+DEFAULT_PROMPT_LISTING_CHARS = 4000
+
 
 @dataclass(frozen=True, slots=True)
 class Settings:
@@ -31,6 +34,9 @@ class Settings:
     execution_queue_size: int = 100
     approval_ttl_seconds: int = 3600
     toolbag_deferral_threshold: int = 30
+    # The agent's system prompt lists instructions skills up to this many characters (the most
+    # relevant first); the model finds the others with search_skills. 0: list none.
+    prompt_listing_max_chars: int = DEFAULT_PROMPT_LISTING_CHARS
     bundled_skills: bool = True  # the package's built-in catalogue (skills/ + read/search)
     # The agent kernel's LLM provider (SPEC §8, docs/agent.md).
     llm_provider: str = "openai"  # openai (any OpenAI-compatible endpoint) | anthropic
@@ -144,11 +150,12 @@ _INT_FIELDS = {
     "execution_queue_size",
     "approval_ttl_seconds",
     "toolbag_deferral_threshold",
+    "prompt_listing_max_chars",
     "llm_max_retries",
     "llm_timeout_seconds",
     "llm_max_tokens",
 }
-_ZERO_OK = {"execution_queue_size", "llm_max_retries"}
+_ZERO_OK = {"execution_queue_size", "llm_max_retries", "prompt_listing_max_chars"}
 _BOOL_FIELDS = {"bundled_skills", "llm_stream"}
 LLM_PROVIDERS = ("openai", "anthropic")
 _LLM_KEY_FALLBACK = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}

@@ -68,6 +68,27 @@ def instructions(
     ]
 
 
+def ranked_instructions(
+    registry: Registry, persona: Persona | None = None, message: str | None = None
+) -> list[Skill]:
+    """:func:`instructions`, most relevant to the message first: those a keyword of the message
+    activated, then by BM25 relevance to the message (as ``search_skills`` ranks), then by name.
+    The system prompt lists from the top until its cap."""
+    notes = instructions(registry, persona, message)
+    if len(notes) < 2:
+        return notes
+    names = {s.name for s in notes}
+    hits = (
+        registry.search_index().search(message, len(notes), lambda s: s.name in names)
+        if message
+        else []
+    )
+    rank = {skill.name: index for index, (skill, _) in enumerate(hits)}
+    return sorted(
+        notes, key=lambda s: (s.activation != "keyword", rank.get(s.name, len(rank)), s.name)
+    )
+
+
 def description_of(skill: Skill) -> str:
     """The tool description a model reads: the description, then its ``when_to_use``."""
     if skill.when_to_use:

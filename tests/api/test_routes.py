@@ -43,6 +43,7 @@ SUMMARY_FIELDS = {
     "available",
     "unavailable_reason",
     "when_to_use",
+    "extra",  # what a SKILL.md author declared (license, allowed-tools…), or null
 }
 EXECUTION_FIELDS = {
     "id",
@@ -315,6 +316,7 @@ def test_list_skills_returns_items_and_total_sorted_by_name_with_every_summary_f
         "available": True,
         "unavailable_reason": None,
         "when_to_use": None,
+        "extra": None,
     }
 
 

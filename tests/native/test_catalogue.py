@@ -84,7 +84,7 @@ def test_the_bundled_catalogue_brings_read_skill_and_search_skills() -> None:
         assert skill.activation == "always"
         assert skill.schema == signature_schema(fn)
         assert skill.available
-    assert [s.name for s in internal_skills()] == ["read_skill", "search_skills"]
+    assert [s.name for s in internal_skills()] == ["read_skill", "read_skill_file", "search_skills"]
     assert BUNDLED_SKILLS_DIR.endswith("bundled")
 
 
@@ -120,6 +120,11 @@ def test_read_skill_returns_the_body_of_an_instructions_skill(catalogue: Registr
         "unavailable_reason": None,
         "tools": [],
         "body": GUIDE_BODY,
+        "extra": None,
+        "aliases": ["nginx-guide", "native:nginx-guide", "native:nginx_guide"],
+        "folder": str(catalogue.get("nginx_guide").base_dir),
+        "files": [],
+        "files_truncated": False,
     }
 
 

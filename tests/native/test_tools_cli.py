@@ -16,7 +16,7 @@ import pytest
 
 from ongrid_skills.skills.registry import Registry
 from ongrid_skills.toolspec import export_all, offered
-from tests.native import load, write_exec, write_persona, write_skill_md
+from tests.native import executable_dir, load, write_exec, write_persona, write_skill_md
 from tests.server_support import make_settings, running_app
 from tests.support import venv_bin
 
@@ -98,8 +98,9 @@ CALLS: dict[str, tuple[list[str], bool]] = {
 @pytest.fixture(scope="module")
 def outputs(tree: Tree) -> dict[str, subprocess.CompletedProcess[str]]:
     """Run every CLI call of this module concurrently; name → finished process."""
+    # pdf-helper's openclaw block requires pdftotext on PATH: provide one, so it is available.
     base = {
-        "PATH": os.environ["PATH"],
+        "PATH": executable_dir(tree.native.parent, "pdftotext"),
         "HOME": os.environ.get("HOME", "/root"),
         "ONGRID_SKILLS_NATIVE_DIRS": str(tree.native),
         "ONGRID_PERSONAS_DIRS": str(tree.personas),

@@ -46,7 +46,7 @@ from ongrid_skills.governance.principal import Principal
 from ongrid_skills.manager import Manager
 from ongrid_skills.skills.model import Skill
 from ongrid_skills.skills.persona import Persona
-from ongrid_skills.toolspec import SEARCH_TOOL, Toolbag, export_all, instructions
+from ongrid_skills.toolspec import SEARCH_TOOL, Toolbag, export_all, ranked_instructions
 from ongrid_skills.types import Role
 
 LOG = logging.getLogger("ongrid_skills.agent")
@@ -208,8 +208,10 @@ class AgentRun:
             bag = self._toolbag(persona)
             skills = [s for s in bag.tools() if role_permits(self.agent.role, s.skill_class)]
             offered = {s.name: s for s in skills}
-            notes = instructions(bag.registry, persona, bag.message)
-            system = system_prompt(persona, notes, bag.deferred)
+            notes = ranked_instructions(bag.registry, persona, bag.message)
+            system = system_prompt(
+                persona, notes, bag.deferred, self.m.settings.prompt_listing_max_chars
+            )
             sent = [m for m in self.messages if m.role in ("user", "assistant", "tool")]
             turn = await provider.complete(
                 system, sent, export_all(skills, provider.tool_format), self.on_text

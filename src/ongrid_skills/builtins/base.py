@@ -57,6 +57,8 @@ class Catalogue(Protocol):
 
     def search_index(self) -> SearchIndex: ...
 
+    def lookup(self, name: str) -> Skill | None: ...
+
 
 @dataclass(slots=True)
 class BuiltinContext:

@@ -16,9 +16,15 @@ __all__ = ["BuiltinFailure", "ForbiddenPath", "ForbiddenTarget"]
 
 
 class BuiltinFailure(Exception):
-    """An expected failure of a built-in; its message is shown to the caller and the model."""
+    """An expected failure of a built-in; its message is shown to the caller and the model, its
+    ``code`` (the class's, or one given) is the execution's ``error.code``."""
 
     code = "builtin_failed"
+
+    def __init__(self, message: str, code: str | None = None) -> None:
+        super().__init__(message)
+        if code is not None:
+            self.code = code
 
 
 class ForbiddenPath(BuiltinFailure):

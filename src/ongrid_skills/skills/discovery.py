@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 
 from ongrid_skills.errors import ManifestError
 from ongrid_skills.paths import is_within
+from ongrid_skills.skills.aliases import PackNames
+from ongrid_skills.skills.bundle import is_skill_file
 from ongrid_skills.skills.model import Skill
 from ongrid_skills.skills.persona import Persona, load_persona
 from ongrid_skills.skills.skill_json import Location, build_skill, read_manifest
@@ -248,11 +250,23 @@ def load_native(
     source: str = "native",
     default_timeout: int = DEFAULT_TIMEOUT_SECONDS,
 ) -> int:
-    """Register the skills of every SKILL.md under ``dirs``; first name wins, as for skill.json."""
+    """Register the skills of every SKILL.md under ``dirs``; first name wins, as for skill.json.
+
+    ``skill.md`` in any letter case loads too; when one folder holds two of them, the first in
+    the walk (``SKILL.md``) is the skill and the other gets a loader line saying so. Two names
+    that differ as written but collide once normalised get one line naming both files.
+    """
     walker = Walker(sink, report)
     count = 0
     for root in walker.roots(dirs):
-        for shown, real in walker.files(root, lambda name: name == "SKILL.md"):
+        packs = PackNames(root.real, root.shown, walker.log)
+        folders: dict[str, str] = {}  # folder → the skill file it holds
+        for shown, real in walker.files(root, is_skill_file):
+            folder = os.path.dirname(shown)
+            if folder in folders:
+                walker.log(f"skip {shown}: {folders[folder]} is the skill file of this folder")
+                continue
+            folders[folder] = shown
             try:
                 doc = load_skill_md(
                     real,
@@ -262,6 +276,7 @@ def load_native(
                     config=config,
                     source=source,
                     default_timeout=default_timeout,
+                    pack=packs.pack_of(os.path.dirname(real)),
                 )
             except ManifestError as err:
                 err.path = shown
@@ -273,7 +288,7 @@ def load_native(
             for skill in doc.skills:
                 if skill.name in skills:
                     report.duplicates += 1
-                    walker.log(f'skill "{skill.name}" already registered, skipping {shown}')
+                    walker.log(_duplicate_line(skills[skill.name], skill, shown))
                     continue
                 skills[skill.name] = skill
                 count += 1
@@ -282,3 +297,15 @@ def load_native(
                 walker.log(f'registered {what} skill "{skill.name}" from {shown}{note}')
     report.registered += count
     return count
+
+
+def _duplicate_line(kept: Skill, skipped: Skill, shown: str) -> str:
+    """The line for a name already taken: when the two were written differently and only
+    their normalised forms collide, it names both files, so neither is a silent first-wins."""
+    if kept.declared_name and skipped.declared_name and kept.declared_name != skipped.declared_name:
+        return (
+            f'skill "{skipped.name}": "{skipped.declared_name}" in {shown} and '
+            f'"{kept.declared_name}" in {kept.origin} collide once normalised; '
+            f"keeping {kept.origin}, skipping {shown}"
+        )
+    return f'skill "{skipped.name}" already registered, skipping {shown}'

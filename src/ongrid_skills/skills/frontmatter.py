@@ -1,53 +1,57 @@
 """Markdown files with YAML frontmatter (personas, SKILL.md).
 
 The first non-blank line must be ``---``; the frontmatter runs to the next ``---`` line; the rest
-is the body. YAML is parsed with the safe loader, timestamps kept as the text they were written
-as; the result must be plain JSON data (see :func:`~ongrid_skills.skills.schemas.json_problem`),
-since every door serialises it (and a file from an operator's folder must never build
-Python objects). Any failure is a ManifestError, never another exception.
+is the body. YAML is parsed by :mod:`ongrid_skills.skills.safe_yaml` (the safe loader behind
+alias, node, depth, scalar, tag and duplicate-key limits), and the frontmatter itself is at most
+:data:`MAX_FRONTMATTER_CHARS` long. Timestamps stay the text they were written as, and the
+result must be plain JSON data (:func:`~ongrid_skills.skills.schemas.json_problem`), since every
+door serialises it. Any failure is a ManifestError, never another exception.
+
+Tolerant reading (SKILL.md only, as openclaw reads them): frontmatter that is not YAML but is
+made of flat ``key: value`` lines — typically a ``description`` holding an unquoted ``: `` —
+is read line by line, with a warning. Limits are never relaxed: YAML refused by a limit is an
+error either way.
 
 >>> meta, body, line = split_frontmatter("---\\nname: a\\n---\\nHello\\n", "x.md")
 >>> meta, body, line
 ({'name': 'a'}, 'Hello\\n', 4)
+>>> parse_frontmatter("---\\ndescription: Use when: x\\n---\\n", "x.md", tolerant=True).meta
+{'description': 'Use when: x'}
 """
 
 from __future__ import annotations
 
+import json
+import re
+from dataclasses import dataclass, field
 from typing import Any
-
-import yaml
 
 from ongrid_skills.errors import ManifestError
 from ongrid_skills.paths import NotRegularFile, read_regular
+from ongrid_skills.skills.safe_yaml import (
+    MAX_DEPTH,
+    MAX_SCALAR_CHARS,
+    YamlSyntaxError,
+    load_mapping,
+)
 from ongrid_skills.skills.schemas import json_problem
 
 MAX_FRONTMATTER_FILE_BYTES = 1024 * 1024
-#: The safe loader, in C when PyYAML was built with libyaml (≈10× faster, same safety).
-SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+MAX_FRONTMATTER_CHARS = 64 * 1024
+__all__ = ["Frontmatter", "key_line", "parse_frontmatter", "read_text", "split_frontmatter"]
+
+#: One flat ``key: value`` line, as openclaw's line reader takes it (no indentation).
+_FLAT_LINE_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_.-]*)[ \t]*:(?:[ \t]+(.*))?")
 
 
-class FrontmatterLoader(SAFE_LOADER):  # type: ignore[misc]
-    """The safe loader; timestamps stay text, and a value its tag cannot read is a YAML error.
+@dataclass(slots=True)
+class Frontmatter:
+    """A parsed frontmatter: the mapping, the body, where the body starts, reader warnings."""
 
-    PyYAML's constructors raise ValueError, IndexError, KeyError or AttributeError on text their
-    tag cannot read (``2001-13-45``, ``!!float x``, ``!!bool maybe``, ``!!timestamp x``).
-    """
-
-    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
-        try:
-            return super().construct_object(node, deep)
-        except (ValueError, LookupError, AttributeError, TypeError) as exc:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"cannot read {node.tag} value {node.value!r}: {exc}", node.start_mark
-            ) from None
-
-
-def _timestamp_as_text(loader: yaml.constructor.SafeConstructor, node: yaml.Node) -> Any:
-    # A date is not JSON: kept as written (``version: 2024-01-01`` → "2024-01-01").
-    return loader.construct_scalar(node)  # type: ignore[arg-type]
-
-
-FrontmatterLoader.add_constructor("tag:yaml.org,2002:timestamp", _timestamp_as_text)
+    meta: dict[str, Any]
+    body: str
+    body_line: int
+    warnings: list[tuple[str, str]] = field(default_factory=list)  # (key, message)
 
 
 def read_text(path: str) -> str:
@@ -73,7 +77,13 @@ def read_text(path: str) -> str:
 
 
 def split_frontmatter(text: str, path: str) -> tuple[dict[str, Any], str, int]:
-    """(frontmatter mapping, body, line number where the body starts)."""
+    """(frontmatter mapping, body, line number where the body starts); strict YAML."""
+    parsed = parse_frontmatter(text, path)
+    return parsed.meta, parsed.body, parsed.body_line
+
+
+def parse_frontmatter(text: str, path: str, *, tolerant: bool = False) -> Frontmatter:
+    """The frontmatter and body of ``text``; ``tolerant`` adds the flat line reader fallback."""
     lines = text.splitlines(keepends=True)
     index = 0
     while index < len(lines) and not lines[index].strip():
@@ -98,20 +108,31 @@ def split_frontmatter(text: str, path: str) -> tuple[dict[str, Any], str, int]:
             line=opening + 1,
         )
     source = "".join(lines[start:index])
+    if len(source) > MAX_FRONTMATTER_CHARS:
+        raise ManifestError(
+            f"frontmatter is {len(source)} characters, at most {MAX_FRONTMATTER_CHARS}",
+            path=path,
+            kind="parse",
+            line=start + 1,
+        )
+    warnings: list[tuple[str, str]] = []
     try:
-        meta = yaml.load(source, Loader=FrontmatterLoader) if source.strip() else {}  # noqa: S506
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = start + 1 + (mark.line if mark is not None else 0)
-        column = (mark.column + 1) if mark is not None else 1
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ManifestError(
-            f"frontmatter YAML: {problem}", path=path, kind="parse", line=line, column=column
-        ) from None
-    except RecursionError:  # the pure-Python loader composes nested nodes recursively
-        raise ManifestError(
-            "frontmatter YAML: nested too deeply", path=path, kind="parse", line=start + 1
-        ) from None
+        meta = load_mapping(source, path, start + 1) if source.strip() else {}
+    except YamlSyntaxError as exc:
+        # Only the ecosystem's one known slip: a value holding an unquoted ": ".
+        slip = "mapping values are not allowed" in exc.message
+        flat = _flat_lines(source, path, start + 1) if tolerant and slip else None
+        if flat is None:
+            raise
+        meta = flat
+        key = _key_at(source, exc.line - start - 1)
+        warnings.append(
+            (
+                key,
+                f"frontmatter is not valid YAML ({exc.message.removeprefix('frontmatter YAML: ')}"
+                f", line {exc.line}); read as flat key: value lines, as openclaw does",
+            )
+        )
     if meta is None:
         meta = {}
     if not isinstance(meta, dict):
@@ -126,7 +147,78 @@ def split_frontmatter(text: str, path: str) -> tuple[dict[str, Any], str, int]:
             kind="parse",
             line=start + 1,
         )
-    return meta, "".join(lines[index + 1 :]), index + 2
+    return Frontmatter(meta, "".join(lines[index + 1 :]), index + 2, warnings)
+
+
+def _flat_lines(source: str, path: str, first_line: int) -> dict[str, Any] | None:
+    """openclaw's reading: one ``key: value`` per line, the value is the rest of the line.
+
+    None when a line is not of that shape (indented, a list item…): then the YAML error stands.
+    """
+    meta: dict[str, Any] = {}
+    for offset, line in enumerate(source.splitlines()):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        match = _FLAT_LINE_RE.fullmatch(line.rstrip())
+        if match is None:
+            return None
+        key, value = match.group(1), (match.group(2) or "").strip()
+        if key in meta:
+            raise ManifestError(
+                f"frontmatter: duplicate key {key!r}",
+                path=path,
+                kind="parse",
+                line=first_line + offset,
+            )
+        if len(value) > MAX_SCALAR_CHARS:
+            raise ManifestError(
+                f"frontmatter: a value of {len(value)} characters, at most {MAX_SCALAR_CHARS}",
+                path=path,
+                kind="parse",
+                line=first_line + offset,
+            )
+        meta[key] = _flat_value(value)
+    return meta
+
+
+def _flat_value(value: str) -> Any:
+    """A quoted value unquoted; a JSON object or list (openclaw's one-line ``metadata``) parsed;
+    anything else as written."""
+    if not value:
+        return None
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+        if value[0] == "'":
+            return value[1:-1].replace("''", "'")
+        try:
+            return str(json.loads(value))
+        except ValueError:
+            return value[1:-1]
+    if value[0] in "{[":
+        try:
+            parsed = json.loads(value)
+        except (ValueError, RecursionError):
+            return value
+        return parsed if _depth(parsed) <= MAX_DEPTH else value
+    return value
+
+
+def _depth(value: Any) -> int:
+    if isinstance(value, dict):
+        return 1 + max((_depth(v) for v in value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max((_depth(v) for v in value), default=0)
+    return 0
+
+
+def _key_at(source: str, offset: int) -> str:
+    """The key of the frontmatter line at ``offset`` (0-based), for the warning's position."""
+    lines = source.splitlines()
+    if 0 <= offset < len(lines):
+        match = _FLAT_LINE_RE.fullmatch(lines[offset].rstrip())
+        if match is not None:
+            return match.group(1)
+    return "frontmatter"
 
 
 def key_line(text: str, key: str) -> int:

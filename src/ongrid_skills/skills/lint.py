@@ -2,20 +2,25 @@
 
 A directory is walked like the loader walks a root (same order, same containment: the directory
 given is the allow-list root); a single ``skill.json`` is checked with its own folder as root.
-Any ``*.md`` file that opens with a ``---`` frontmatter fence (other than SKILL.md and README.md)
-is linted as a persona. Unknown manifest fields and likely typos are warnings; names that the
-loader would skip as duplicates are warnings too. Linting only reports: it must never register,
-run or change anything.
+``SKILL.md`` (any letter case) is linted as the loader reads it. A ``*.md`` file that opens with
+a ``---`` frontmatter fence is linted as a persona only where personas live: under a persona dir
+(``ONGRID_PERSONAS_DIRS``), in a pack's ``agents/`` folder (one that is not inside a skill
+folder), or when the file itself is given. Everywhere else — a skill's reference files, a
+CLAUDE.md, a README — it is documentation, not a persona. Unknown manifest fields and likely
+typos are warnings; names that the loader would skip as duplicates are warnings too.
+Linting only reports: it must never register, run or change anything.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ongrid_skills.errors import ManifestError
-from ongrid_skills.paths import read_regular
+from ongrid_skills.paths import is_within, read_regular
 from ongrid_skills.settings import Settings
+from ongrid_skills.skills.bundle import is_skill_file
 from ongrid_skills.skills.discovery import LoadReport, Walker
 from ongrid_skills.skills.frontmatter import key_line
 from ongrid_skills.skills.persona import load_persona
@@ -28,8 +33,8 @@ from ongrid_skills.skills.skill_json import (
 )
 from ongrid_skills.skills.skill_md import load_skill_md
 
-_NOT_PERSONAS = {"SKILL.md", "README.md", "CHANGELOG.md"}
-SKILL_MD = "SKILL.md"
+_NOT_PERSONAS = {"README.md", "CHANGELOG.md"}
+PACK_AGENTS = "agents"
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,14 +51,16 @@ class Finding:
         return f"{self.path}:{self.line}:{self.column}: {self.severity}: {self.message}"
 
 
-def validate_paths(paths: list[str]) -> list[Finding]:
-    """Lint every file or directory given; duplicate names are found across all of them."""
+def validate_paths(paths: list[str], persona_dirs: Iterable[str] = ()) -> list[Finding]:
+    """Lint ``paths``; ``persona_dirs`` are the configured persona dirs (their ``*.md`` are
+    personas)."""
     findings: list[Finding] = []
     seen: dict[str, str] = {}
+    personas = [os.path.realpath(p) for p in persona_dirs if os.path.isabs(p)]
     for raw in paths:
         path = os.path.abspath(raw)
         if os.path.isdir(path):
-            findings.extend(_validate_dir(path, seen))
+            findings.extend(_validate_dir(path, seen, personas))
         elif os.path.exists(path):
             root = os.path.dirname(path)
             findings.extend(_validate_file(path, os.path.realpath(root), root, seen))
@@ -62,12 +69,15 @@ def validate_paths(paths: list[str]) -> list[Finding]:
     return findings
 
 
-def _validate_dir(path: str, seen: dict[str, str]) -> list[Finding]:
+def _validate_dir(path: str, seen: dict[str, str], personas: list[str]) -> list[Finding]:
     out: list[Finding] = []
     report = LoadReport()
     walker = Walker(lambda _line: None, report)
     for root in walker.roots([path]):
+        homes = _PersonaHomes(root.real, personas)
         for shown, real in walker.files(root, _lintable):
+            if _is_persona_candidate(real) and not homes.holds(real):
+                continue  # documentation beside skills, not a persona
             out.extend(_validate_file(real, root.real, root.shown, seen, shown=shown))
     for err in report.errors:
         out.append(Finding(err.path, err.line, err.column, "error", err.message))
@@ -78,7 +88,52 @@ def _validate_dir(path: str, seen: dict[str, str]) -> list[Finding]:
 
 
 def _lintable(name: str) -> bool:
-    return name in ("skill.json", SKILL_MD) or (name.endswith(".md") and name not in _NOT_PERSONAS)
+    return (
+        name == "skill.json"
+        or is_skill_file(name)
+        or (name.endswith(".md") and name not in _NOT_PERSONAS)
+    )
+
+
+def _is_persona_candidate(path: str) -> bool:
+    name = os.path.basename(path)
+    return name.endswith(".md") and not is_skill_file(name)
+
+
+class _PersonaHomes:
+    """Where ``*.md`` files are personas under one root: the persona dirs, and ``agents/``
+    folders of packs (not those inside a skill folder, which hold a skill's own documents)."""
+
+    def __init__(self, root: str, personas: list[str]) -> None:
+        self.root = root
+        self.personas = personas
+        self._skill_dirs: dict[str, bool] = {}
+
+    def holds(self, path: str) -> bool:
+        if any(is_within(path, home) for home in self.personas):
+            return True
+        folder = os.path.dirname(path)
+        if os.path.basename(folder) != PACK_AGENTS:
+            return False
+        current = os.path.dirname(folder)
+        while is_within(current, self.root):
+            if self._is_skill_dir(current):
+                return False
+            if current == self.root:
+                break
+            current = os.path.dirname(current)
+        return True
+
+    def _is_skill_dir(self, folder: str) -> bool:
+        known = self._skill_dirs.get(folder)
+        if known is None:
+            try:
+                names = os.listdir(folder)
+            except OSError:
+                names = []
+            known = any(n == "skill.json" or is_skill_file(n) for n in names)
+            self._skill_dirs[folder] = known
+        return known
 
 
 def _validate_file(
@@ -87,7 +142,7 @@ def _validate_file(
     shown = shown or real
     if os.path.basename(real) == "skill.json" or real.endswith(".json"):
         return _validate_manifest(real, root, shown_root, seen, shown)
-    if os.path.basename(real) == SKILL_MD:
+    if is_skill_file(os.path.basename(real)):
         return _validate_skill_md(real, root, shown_root, seen, shown)
     if real.endswith(".md"):
         return _validate_persona(real, shown)

@@ -64,6 +64,11 @@ class Skill:
     keywords: tuple[str, ...] = ()
     group: str | None = None  # the SKILL.md a native tool belongs to
     extra: dict[str, Any] | None = None
+    # SKILL.md skills: the name as written, the other names it answers to (skills/aliases.py)
+    # and the canonical folder of its SKILL.md, whose files read_skill_file serves.
+    declared_name: str | None = None
+    aliases: tuple[str, ...] = ()
+    base_dir: str | None = None
     _validator: jsonschema_rs.Validator | None = None
     _load_hash: str | None = None
 
@@ -109,7 +114,8 @@ class Skill:
         return hashlib.sha256(f"{self.load_hash}:{content}".encode()).hexdigest()
 
     def summary(self) -> dict[str, Any]:
-        """The SkillSummary of the REST API (SPEC §9)."""
+        """The SkillSummary of the REST API (SPEC §9), with ``extra``: the fields its author
+        declared that we keep and show (``license``, ``allowed-tools``, ``metadata.openclaw``…)."""
         return {
             "name": self.name,
             "description": self.description,
@@ -122,6 +128,7 @@ class Skill:
             "available": self.available,
             "unavailable_reason": self.unavailable_reason,
             "when_to_use": self.when_to_use,
+            "extra": self.extra,
         }
 
 

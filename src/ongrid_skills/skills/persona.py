@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ongrid_skills.errors import ManifestError
+from ongrid_skills.skills.declared import cap_extra, cap_text
 from ongrid_skills.skills.frontmatter import read_text, split_frontmatter
 from ongrid_skills.types import PermissionMode
 
@@ -141,16 +142,24 @@ def build_persona(meta: dict[str, Any], body: str, path: str) -> Persona:
             raise fail(f"{key} must be a string", key)
     extra = {k: v for k, v in meta.items() if k not in KNOWN_KEYS}
     warnings.extend(f"unknown key {k!r} is kept but not used" for k in extra)
+    capped: list[tuple[str, str]] = []  # stored fields are size-capped (skills/declared.py)
+    description = cap_text(str(meta["description"]).strip(), "description", capped)
+    when_to_use = cap_text(str(meta["when_to_use"]).strip(), "when_to_use", capped)
+    reminder = meta.get("critical_reminder")
+    if reminder is not None:
+        reminder = cap_text(reminder, "critical_reminder", capped)
+    extra = cap_extra(extra, capped)
+    warnings.extend(message for _key, message in capped)
     return Persona(
         name=name,
-        description=str(meta["description"]).strip(),
-        when_to_use=str(meta["when_to_use"]).strip(),
+        description=description,
+        when_to_use=when_to_use,
         permission_mode=mode,
         tools=tools,
         disallowed_tools=disallowed,
         max_turns=max_turns,
         model=meta.get("model"),
-        critical_reminder=meta.get("critical_reminder"),
+        critical_reminder=reminder,
         prompt=body.strip() + "\n" if body.strip() else "",
         origin=path,
         extra=extra,

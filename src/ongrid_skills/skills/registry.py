@@ -31,7 +31,16 @@ from ongrid_skills.types import DEFAULT_TIMEOUT_SECONDS, SkillClass
 class Registry:
     """Skills by name and personas by name, frozen at build time."""
 
-    __slots__ = ("_index", "_json", "_names", "_personas", "_skills", "config", "report")
+    __slots__ = (
+        "_aliases",
+        "_index",
+        "_json",
+        "_names",
+        "_personas",
+        "_skills",
+        "config",
+        "report",
+    )
 
     def __init__(
         self,
@@ -42,6 +51,12 @@ class Registry:
     ) -> None:
         self._skills: Mapping[str, Skill] = MappingProxyType(dict(skills))
         self._names = tuple(sorted(self._skills))
+        aliases: dict[str, str] = {}
+        for skill in self._skills.values():  # in load order: the first skill of an alias wins
+            for alias in skill.aliases:
+                if alias not in self._skills:
+                    aliases.setdefault(alias, skill.name)
+        self._aliases: Mapping[str, str] = MappingProxyType(aliases)
         merged = {DEFAULT_PERSONA.name: DEFAULT_PERSONA, **(personas or {})}
         self._personas: Mapping[str, Persona] = MappingProxyType(merged)
         self.report = report or LoadReport()
@@ -69,6 +84,20 @@ class Registry:
             return self._skills[name]
         except KeyError:
             raise UnknownSkill(name) from None
+
+    def lookup(self, name: str) -> Skill | None:
+        """A skill by its name or an alias (the name its author wrote, ``pack:name``)."""
+        skill = self._skills.get(name)
+        if skill is None and name in self._aliases:
+            skill = self._skills[self._aliases[name]]
+        return skill
+
+    def resolve(self, name: str) -> Skill:
+        """Like :meth:`get`, aliases included."""
+        skill = self.lookup(name)
+        if skill is None:
+            raise UnknownSkill(name)
+        return skill
 
     def persona(self, name: str) -> Persona:
         """The persona named ``name``; :class:`UnknownPersona` when there is none."""
@@ -118,7 +147,7 @@ class Registry:
 
 #: The catalogue tools: safe, read-only views of the catalogue itself. A persona's whitelist
 #: does not hide them (deferral depends on search_skills); its blacklist still can.
-CATALOGUE_TOOLS = frozenset({"read_skill", "search_skills"})
+CATALOGUE_TOOLS = frozenset({"read_skill", "read_skill_file", "search_skills"})
 
 
 BUNDLED_SKILLS_DIR = bundled_dir()
@@ -127,7 +156,7 @@ BUNDLED_SKILLS_DIR = bundled_dir()
 def internal_skills() -> list[Skill]:
     """The catalogue tools every registry with the bundled catalogue offers."""
     out = []
-    for impl in ("catalogue.read_skill", "catalogue.search_skills"):
+    for impl in ("catalogue.read_skill", "catalogue.read_skill_file", "catalogue.search_skills"):
         fn, why = resolve(impl)
         assert fn is not None, why  # shipped with the package: resolving it cannot fail
         doc = (fn.__doc__ or "").strip().splitlines()[0]

@@ -10,26 +10,39 @@ The format of Claude Code / Anthropic Agent Skills and openclaw, loaded unchange
   canonical path must lie under the SKILL.md's own folder, not only under the allow-list root).
 - No ``tools``: an *instructions skill*; the model sees its name and description and reads the
   body on demand with ``read_skill``.
-- ``metadata.os`` / ``metadata.requires.bins`` / ``metadata.requires.config`` not met, or an
+- ``metadata.os`` / ``metadata.requires.bins`` / ``metadata.requires.config`` not met, openclaw's
+  ``metadata.openclaw`` requirements not met (:mod:`~ongrid_skills.skills.requirements`), or an
   impl that resolves to nothing: the skill is listed *unavailable* with the reason.
-- Unknown keys (``allowed-tools``, ``license``, ``metadata.openclaw``…) are kept in ``extra``.
+- Unknown keys (``allowed-tools``, ``license``, ``metadata.openclaw``…) are kept in ``extra``,
+  size-capped (:mod:`~ongrid_skills.skills.declared`); a ``tools`` key in another format (plain
+  strings, entries without ``impl``) is kept there too, with a warning.
+- Frontmatter that is not YAML but flat ``key: value`` lines is read line by line, with a
+  warning (:mod:`~ongrid_skills.skills.frontmatter`); the name as written and ``<pack>:<name>``
+  stay addressable (:mod:`~ongrid_skills.skills.aliases`).
 """
 
 from __future__ import annotations
 
 import os
 import re
-import shutil
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ongrid_skills.errors import ManifestError
 from ongrid_skills.paths import ENV_NAME_RE, check_entry
-from ongrid_skills.skills.frontmatter import read_text, split_frontmatter
+from ongrid_skills.skills.aliases import aliases_of
+from ongrid_skills.skills.declared import cap_extra, cap_text
+from ongrid_skills.skills.frontmatter import parse_frontmatter, read_text
 from ongrid_skills.skills.impls import resolve
 from ongrid_skills.skills.model import Skill, SpawnTarget
+from ongrid_skills.skills.requirements import (
+    OPENCLAW_KEYS,
+    metadata_mapping,
+    ongrid_unmet,
+    openclaw_block,
+    openclaw_unmet,
+)
 from ongrid_skills.skills.schemas import EMPTY_OBJECT_SCHEMA, schema_problem, signature_schema
 from ongrid_skills.skills.skill_json import MAX_NAME_LENGTH, NAME_RE
 from ongrid_skills.types import DEFAULT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS, SkillClass
@@ -57,7 +70,6 @@ TOOL_KEYS = (
 #: The ``metadata`` keys we read; any other one (openclaw's ``metadata.openclaw``…) is kept in
 #: ``extra`` as ``metadata.<key>``.
 KNOWN_METADATA_KEYS = ("os", "requires", "ongrid")
-_OS_NAMES = {"linux": "linux", "darwin": "darwin", "win32": "windows"}
 
 
 def normalise_name(raw: str) -> str:
@@ -88,10 +100,13 @@ def load_skill_md(
     config: Mapping[str, str],
     source: str = "native",
     default_timeout: int = DEFAULT_TIMEOUT_SECONDS,
+    pack: str | None = None,
 ) -> SkillDoc:
-    """Parse and build one SKILL.md (``path`` canonical, ``shown`` as logged)."""
+    """Parse and build one SKILL.md (``path`` canonical, ``shown`` as logged; ``pack`` the name
+    of its collection, for the ``pack:name`` aliases)."""
     text = read_text(path)
-    meta, body, _ = split_frontmatter(text, shown)
+    parsed = parse_frontmatter(text, shown, tolerant=True)
+    meta, body = parsed.meta, parsed.body
     raw_name = meta.get("name")
 
     def fail(message: str, key: str, name: str = "") -> ManifestError:
@@ -100,7 +115,7 @@ def load_skill_md(
     if not isinstance(raw_name, str) or not raw_name.strip():
         raise fail("name is required (a string)", "name")
     name = normalise_name(raw_name)
-    doc = SkillDoc(name=name, body=body)
+    doc = SkillDoc(name=name, body=body, warnings=parsed.warnings)
     if not name:
         raise fail(f"name {raw_name!r} has no letters or digits", "name", raw_name)
     if name != raw_name:
@@ -110,16 +125,37 @@ def load_skill_md(
     description = meta.get("description")
     if not isinstance(description, str) or not description.strip():
         raise fail("description is required (a non-blank string)", "description", name)
+    description = cap_text(description.strip(), "description", doc.warnings)
     when_to_use = _optional_text(meta, "when_to_use", fail, name)
-    metadata = meta.get("metadata") or {}
-    if not isinstance(metadata, dict):
+    if when_to_use is not None:
+        when_to_use = cap_text(when_to_use, "when_to_use", doc.warnings)
+    metadata = metadata_mapping(meta.get("metadata"))
+    if metadata is None:
         raise fail("metadata must be a mapping", "metadata", name)
     activation, keywords = _activation(meta, metadata, fail, name, doc)
-    problem = _availability(metadata, config, fail, name)
+    problem = ongrid_unmet(metadata, config, fail, name)
+    claw = openclaw_block(metadata)
+    if problem is None and claw is not None:
+        problem = openclaw_unmet(*claw, config, doc.warnings)
+    tools = meta.get("tools")
+    if tools is not None and tools != [] and not _our_tools(tools):
+        doc.warnings.append(
+            (
+                "tools",
+                "tools are not declarations of ours (each needs a name and an impl): "
+                "kept and shown as metadata, loaded as an instructions skill",
+            )
+        )
+        tools = None
     extra = {k: v for k, v in meta.items() if k not in KNOWN_KEYS}
+    if tools is None and meta.get("tools"):
+        extra["tools"] = meta["tools"]
     extra.update({f"metadata.{k}": v for k, v in metadata.items() if k not in KNOWN_METADATA_KEYS})
     for key in extra:
-        doc.warnings.append((key, f"unknown key {key!r} is kept and shown, not used"))
+        if key != "tools" and key.removeprefix("metadata.") not in OPENCLAW_KEYS:
+            doc.warnings.append((key, f"unknown key {key!r} is kept and shown, not used"))
+    if extra or "version" in meta:
+        extra = cap_extra({**extra, "version": meta.get("version")}, doc.warnings)
     folder = os.path.dirname(path)
     common: dict[str, Any] = {
         "when_to_use": when_to_use,
@@ -128,20 +164,24 @@ def load_skill_md(
         "activation": activation,
         "keywords": keywords,
         "group": name,
-        "extra": {**extra, "version": meta.get("version")} if extra or "version" in meta else None,
+        "extra": extra or None,
+        # Canonical already: ``path`` is under the canonical root, reached without entering a
+        # symlinked folder (or it is the resolved target of a symlinked SKILL.md).
+        "base_dir": folder,
     }
-    tools = meta.get("tools")
     if tools is None or tools == []:
         doc.skills.append(
             Skill(
                 name=name,
-                description=description.strip(),
+                description=description,
                 kind="instructions",
                 category="instructions",
                 schema=dict(EMPTY_OBJECT_SCHEMA),
                 available=problem is None,
                 unavailable_reason=problem,
                 timeout_seconds=default_timeout,
+                declared_name=raw_name,
+                aliases=aliases_of(raw_name, name, pack),
                 **common,
             )
         )
@@ -153,7 +193,7 @@ def load_skill_md(
             _tool(
                 tool,
                 index,
-                description.strip(),
+                description,
                 problem,
                 folder,
                 root,
@@ -164,7 +204,19 @@ def load_skill_md(
                 doc,
             )
         )
+    for tool_skill in doc.skills:
+        tool_skill.declared_name = tool_skill.name
+        tool_skill.aliases = aliases_of(tool_skill.name, tool_skill.name, pack)
+    first = doc.skills[0]
+    if all(s.name != name for s in doc.skills):  # the SKILL.md's own name reaches its first tool
+        first.aliases = (*first.aliases, *aliases_of(raw_name, name, pack), name)
     return doc
+
+
+def _our_tools(tools: Any) -> bool:
+    """Whether ``tools`` declares tools of ours: a list with at least one entry with an ``impl``
+    (other entries are then errors of ours, reported as such)."""
+    return isinstance(tools, list) and any(isinstance(t, dict) and "impl" in t for t in tools)
 
 
 def _optional_text(meta: dict[str, Any], key: str, fail: Any, name: str) -> str | None:
@@ -200,34 +252,6 @@ def _activation(
     if mode == "keyword" and not keywords:
         raise fail("keyword activation needs at least one keyword", "activation", name)
     return str(mode), tuple(k.lower() for k in keywords)
-
-
-def _availability(
-    metadata: dict[str, Any], config: Mapping[str, str], fail: Any, name: str
-) -> str | None:
-    """Why the skill cannot run here (os, missing executables or config), or None."""
-    systems = metadata.get("os")
-    if systems is not None:
-        if not isinstance(systems, list) or not all(isinstance(s, str) for s in systems):
-            raise fail("metadata.os must be a list of names", "metadata", name)
-        here = _OS_NAMES.get(sys.platform, sys.platform)
-        if systems and here not in [s.lower() for s in systems]:
-            return f"runs on {', '.join(systems)}, not on {here}"
-    requires = metadata.get("requires") or {}
-    if not isinstance(requires, dict):
-        raise fail("metadata.requires must be a mapping", "metadata", name)
-    bins = requires.get("bins") or []
-    keys = requires.get("config") or []
-    for value, what in ((bins, "bins"), (keys, "config")):
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise fail(f"metadata.requires.{what} must be a list of strings", "metadata", name)
-    missing_bins = [b for b in bins if shutil.which(b) is None]
-    if missing_bins:
-        return f"missing executables on PATH: {', '.join(missing_bins)}"
-    missing_keys = [k for k in keys if k not in config]
-    if missing_keys:
-        return f"missing config: {', '.join(missing_keys)}"
-    return None
 
 
 def _tool(
@@ -326,8 +350,7 @@ def _tool(
 
 def read_body(skill: Skill) -> str:
     """The Markdown body of the SKILL.md a skill came from (read on demand, not kept)."""
-    _, body, _ = split_frontmatter(read_text(skill.origin), skill.origin)
-    return body
+    return parse_frontmatter(read_text(skill.origin), skill.origin, tolerant=True).body
 
 
 __all__ = ["SkillDoc", "load_skill_md", "normalise_name", "read_body"]

@@ -173,10 +173,10 @@ def list_cmd(
 @click.option("--json", "as_json", is_flag=True, help="Print the SkillSummary as JSON.")
 @click.pass_obj
 def show(obj: Context, name: str, as_json: bool) -> None:
-    """Show one skill with its schema."""
+    """Show one skill with its schema (NAME may be an alias: the name as written, pack:name)."""
     registry = obj.registry()
     try:
-        skill = registry.get(name)
+        skill = registry.resolve(name)
     except SkillError as exc:
         fail(exc, as_json=as_json)
     summary = skill.summary()
@@ -189,6 +189,10 @@ def show(obj: Context, name: str, as_json: bool) -> None:
         click.echo(f"{'entry:':<17}{skill.target.entry}")
         click.echo(f"{'env_allow:':<17}{', '.join(skill.target.env_allow) or '(none)'}")
     click.echo(f"{'manifest:':<17}{skill.origin}")
+    if skill.base_dir is not None:
+        click.echo(f"{'folder:':<17}{skill.base_dir}")
+    if skill.aliases:
+        click.echo(f"{'aliases:':<17}{', '.join(skill.aliases)}")
     if skill.when_to_use:
         click.echo(f"{'when_to_use:':<17}{skill.when_to_use}")
     if not skill.available:
@@ -342,7 +346,11 @@ def validate_cmd(obj: Context, paths: tuple[str, ...]) -> None:
     if not targets:
         click.echo("ongrid-skills: nothing to validate (give PATHs or set the dirs)", err=True)
         sys.exit(EXIT_USAGE)
-    findings = validate.validate_paths(targets)
+    try:
+        persona_dirs = Settings.load(config=obj.config).persona_dirs
+    except SkillError:
+        persona_dirs = ()
+    findings = validate.validate_paths(targets, persona_dirs)
     for finding in findings:
         click.echo(finding.format())
     errors = sum(1 for f in findings if f.severity == "error")

@@ -8,6 +8,7 @@ One concept per module, imported in this order (each only from the ones above it
 - ``follow``        a running call followed to its end, its timeline forwarded to the client
 - ``confirmation``  one human confirmation by elicitation; a "no" recorded as rejected
 - ``get_execution`` the door's own tool: status and outcome of an execution
+- ``resources``     SKILL.md skills and their bundled files as ``skill://`` resources
 - ``server``        ``create_mcp_server``: the SDK's low-level server and its handlers
 - ``transports``    ``serve_stdio``; ``McpHttp`` and ``mcp_route`` for streamable HTTP
 

@@ -10,6 +10,8 @@ Server, and its ``tools/list`` and ``tools/call`` handlers.
   :mod:`~ongrid_skills.doors.mcp.results`.
 - The server's lifespan registers the reload listener that sends ``list_changed``
   (:mod:`~ongrid_skills.doors.mcp.session`).
+- ``resources/list``, ``resources/templates/list`` and ``resources/read`` serve the SKILL.md
+  skills of the caller's view and their bundled files (:mod:`~ongrid_skills.doors.mcp.resources`).
 
 This module never answers a permission question itself (the gate does, through the manager and
 :func:`~ongrid_skills.governance.gate.one_confirmation_suffices`) and knows no transport:
@@ -33,6 +35,7 @@ from ongrid_skills import toolspec
 from ongrid_skills.doors.mcp.confirmation import Confirmations, ask, audit_confirmation, decline
 from ongrid_skills.doors.mcp.follow import follow
 from ongrid_skills.doors.mcp.get_execution import get_execution
+from ongrid_skills.doors.mcp.resources import TEMPLATE, list_resources, read_resource
 from ongrid_skills.doors.mcp.results import error_result, execution_result
 from ongrid_skills.doors.mcp.session import Ctx, Sessions, set_level
 from ongrid_skills.doors.mcp.tools import GET_EXECUTION, View, fingerprint, view_tools
@@ -85,6 +88,25 @@ class _Door:
         tools = view_tools(self.manager.registry, view)
         self.sessions.watch(ctx, view, fingerprint(tools))
         return types.ListToolsResult(tools=[types.Tool.model_validate(t) for t in tools])
+
+    async def list_resources(
+        self, ctx: Ctx, params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        persona, role = self._view(ctx)
+        cursor = params.cursor if params is not None else None
+        return list_resources(self.manager.registry, persona, role, cursor)
+
+    async def list_resource_templates(
+        self, ctx: Ctx, _params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        self._view(ctx)  # an unknown persona is refused here too
+        return types.ListResourceTemplatesResult(resource_templates=[TEMPLATE])
+
+    async def read_resource(
+        self, ctx: Ctx, params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        persona, role = self._view(ctx)
+        return read_resource(self.manager.registry, persona, role, params.uri)
 
     async def listen(
         self, ctx: Ctx, params: types.SubscriptionsListenRequestParams
@@ -184,6 +206,9 @@ def create_mcp_server(
         get_tool_input_schema=input_schema,
         on_list_tools=door.list_tools,
         on_call_tool=door.call_tool,
+        on_list_resources=door.list_resources,
+        on_list_resource_templates=door.list_resource_templates,
+        on_read_resource=door.read_resource,
         on_subscriptions_listen=door.listen,
     )
     server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_level)
