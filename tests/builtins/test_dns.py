@@ -9,7 +9,7 @@ import pytest
 
 from ongrid_skills.builtins.base import BuiltinContext, BuiltinFailure
 from ongrid_skills.builtins.dns import probe_dns
-from tests.builtins import assert_schema
+from tests.support.builtins import assert_schema
 
 
 def run(**args: Any) -> dict[str, Any]:

@@ -13,7 +13,7 @@ import pytest
 
 from ongrid_skills.builtins.base import BuiltinContext, BuiltinFailure
 from ongrid_skills.builtins.files import disk_usage, tail_file
-from tests.builtins import assert_schema
+from tests.support.builtins import assert_schema
 
 
 def tail(config: dict[str, str] | None = None, **args: Any) -> dict[str, Any]:

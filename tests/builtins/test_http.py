@@ -17,7 +17,8 @@ import pytest
 
 from ongrid_skills.builtins.base import BuiltinContext, BuiltinFailure
 from ongrid_skills.builtins.http import probe_http
-from tests.builtins import QuietHandler, assert_schema, serve
+from tests.support.builtins import assert_schema
+from tests.support.http import QuietHandler, serve
 
 BIG = 2 * 1024 * 1024
 
