@@ -43,17 +43,24 @@ def work(tmp_path: Path) -> Path:
     return canonical_dir(tmp_path / "work")
 
 
+Held = int | subprocess.Popen[bytes]
+
+
 @pytest.fixture
-def cleanup() -> Iterator[list[int]]:
-    """Pids to SIGKILL at the end of the test, whatever happened."""
-    pids: list[int] = []
-    yield pids
-    for pid in pids:
-        kill_quietly(pid)
-    for pid in pids:
+def cleanup() -> Iterator[list[Held]]:
+    """Processes (pids, or the Popen objects of our children) to SIGKILL at the end of the test,
+    whatever happened."""
+    held: list[Held] = []
+    yield held
+    for item in held:
+        kill_quietly(item if isinstance(item, int) else item.pid)
+    for item in held:
+        if isinstance(item, subprocess.Popen):
+            item.wait()
+            continue
         # Reap what is ours; ignore what is not (or was already reaped).
         with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, 0)
+            os.waitpid(item, 0)
 
 
 def start_call(script: str, cwd: Path) -> subprocess.Popen[bytes]:
@@ -79,10 +86,10 @@ def session_of(pid: int) -> int | None:
 
 
 def test_the_sweep_does_not_kill_a_process_in_the_managers_own_session(
-    reaper: OrphanReaper, cleanup: list[int]
+    reaper: OrphanReaper, cleanup: list[Held]
 ) -> None:
     mine = subprocess.Popen(["sleep", "30"])  # e.g. a helper the manager started itself
-    cleanup.append(mine.pid)
+    cleanup.append(mine)
     assert session_of(mine.pid) == reaper.own_sid
     reaper.sweep(mine.pid)  # even when its pid is passed as the ending call's
     reaper.sweep(12345678)
@@ -91,14 +98,14 @@ def test_the_sweep_does_not_kill_a_process_in_the_managers_own_session(
 
 
 def test_the_sweep_does_not_kill_a_live_calls_main_process_nor_its_descendants(
-    reaper: OrphanReaper, work: Path, cleanup: list[int]
+    reaper: OrphanReaper, work: Path, cleanup: list[Held]
 ) -> None:
     # The live call's main process outlives an intermediate shell whose child thereby becomes
     # an orphan of ours while still in the live call's session.
     live = start_call(
         "sh -c 'sleep 30 & echo $! > gc.tmp; mv gc.tmp gc.pid'\nexec sleep 30\n", work
     )
-    cleanup.append(live.pid)
+    cleanup.append(live)
     reaper.call_started(live.pid)
     try:
         grandchild = read_int_file(work / "gc.pid")
@@ -115,7 +122,7 @@ def test_the_sweep_does_not_kill_a_live_calls_main_process_nor_its_descendants(
 
 
 def test_the_sweep_kills_a_setsid_orphan_attributable_to_the_ending_call(
-    reaper: OrphanReaper, work: Path, cleanup: list[int]
+    reaper: OrphanReaper, work: Path, cleanup: list[Held]
 ) -> None:
     call = start_call(DAEMON.format(name="daemon"), work)
     reaper.call_started(call.pid)
@@ -132,7 +139,7 @@ def test_the_sweep_kills_a_setsid_orphan_attributable_to_the_ending_call(
 
 
 def test_the_sweep_kills_a_background_child_left_in_the_ending_calls_session(
-    reaper: OrphanReaper, work: Path, cleanup: list[int]
+    reaper: OrphanReaper, work: Path, cleanup: list[Held]
 ) -> None:
     call = start_call("sleep 30 & echo $! > bg.tmp; mv bg.tmp bg.pid\n", work)
     reaper.call_started(call.pid)
@@ -146,7 +153,7 @@ def test_the_sweep_kills_a_background_child_left_in_the_ending_calls_session(
 
 
 def test_the_sweep_kills_a_daemon_together_with_the_workers_it_forked(
-    reaper: OrphanReaper, work: Path, cleanup: list[int]
+    reaper: OrphanReaper, work: Path, cleanup: list[Held]
 ) -> None:
     script = (
         "setsid sh -c 'sleep 30 & echo $! > w1.tmp; mv w1.tmp w1.pid; "
@@ -166,10 +173,10 @@ def test_the_sweep_kills_a_daemon_together_with_the_workers_it_forked(
 
 
 def test_an_orphan_that_may_belong_to_a_running_call_is_left_for_a_later_sweep(
-    reaper: OrphanReaper, work: Path, cleanup: list[int]
+    reaper: OrphanReaper, work: Path, cleanup: list[Held]
 ) -> None:
     running = start_call("exec sleep 30\n", work)
-    cleanup.append(running.pid)
+    cleanup.append(running)
     reaper.call_started(running.pid)
     ended = start_call(DAEMON.format(name="late"), work)
     reaper.call_started(ended.pid)
