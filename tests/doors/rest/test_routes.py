@@ -120,13 +120,12 @@ def server_checks() -> list[ServerCheck]:
     return [still_healthy]
 
 
-def error_of(response: httpx.Response, status: int, code: str | set[str]) -> dict[str, Any]:
+def error_of(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
     assert response.status_code == status, response.text
     body = response.json()
     assert set(body) == {"error"}
     assert set(body["error"]) == {"code", "message", "details"}
-    codes = {code} if isinstance(code, str) else code
-    assert body["error"]["code"] in codes, body
+    assert body["error"]["code"] == code, body
     assert isinstance(body["error"]["message"], str)
     assert body["error"]["message"]
     assert isinstance(body["error"]["details"], list)
@@ -231,7 +230,9 @@ def test_a_viewer_may_run_a_safe_skill(server: Server) -> None:
 def test_a_viewer_may_not_run_a_mutating_or_dangerous_skill(server: Server) -> None:
     for skill in ("disk_clean", "reboot_host"):
         response = execute(server, skill, "vera", args={}, confirm=True)
-        error_of(response, 403, {"denied", "forbidden"})
+        error_of(
+            response, 403, "denied"
+        )  # the gate refuses the skill; the route is open to viewers
         rows = server.call("GET", "/v1/executions", params={"skill": skill}).json()["items"]
         assert [r["status"] for r in rows] == ["denied"]
         assert rows[0]["started_at"] is None
