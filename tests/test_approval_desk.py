@@ -34,7 +34,6 @@ SCHEMA = {
     "required": ["target"],
 }
 ARGS = {"target": "db-01", "count": 3, "note": 'frozen ✓ "quoted" \\ back'}
-PENDING = ("pending_approval", "running")
 
 
 def execution(server: Server, execution_id: str) -> dict[str, Any]:
@@ -42,14 +41,6 @@ def execution(server: Server, execution_id: str) -> dict[str, Any]:
     assert response.status_code == 200, response.text
     body: dict[str, Any] = response.json()
     return body
-
-
-def wait_final(server: Server, execution_id: str) -> dict[str, Any]:
-    def final() -> dict[str, Any] | None:
-        body = execution(server, execution_id)
-        return None if body["status"] in PENDING else body
-
-    return wait_for(final, f"execution {execution_id} to finish")
 
 
 def approval(server: Server, approval_id: str) -> dict[str, Any]:
@@ -142,7 +133,7 @@ def test_another_operator_approving_runs_the_call_server_side_with_the_frozen_ar
     assert [(s["principal"], s["decision"], s["comment"]) for s in decided["signatures"]] == [
         ("oscar", "approve", "looks right")
     ]
-    done = wait_final(server, pending["id"])
+    done = server.final(pending["id"])
     assert done["status"] == "succeeded"
     assert done["result"] == ARGS  # the skill echoed exactly the args that were signed
     assert done["args"] == ARGS
@@ -205,7 +196,7 @@ def test_a_dangerous_call_needs_two_distinct_admin_signers(
     assert second.status_code == 200, second.text
     assert second.json()["status"] == "approved"
     assert [s["principal"] for s in second.json()["signatures"]] == ["admin", "admin2"]
-    done = wait_final(server, pending["id"])
+    done = server.final(pending["id"])
     assert done["status"] == "succeeded"
     assert done["result"] == ARGS
     assert calls(folders["drop_table"]) == [ARGS]
@@ -238,7 +229,7 @@ def test_an_admin_requester_who_confirms_a_dangerous_call_is_its_first_signer(
     second = approve(server, approval_id, "admin2")
     assert second.status_code == 200, second.text
     assert second.json()["status"] == "approved"
-    assert wait_final(server, pending["id"])["status"] == "succeeded"
+    assert server.final(pending["id"])["status"] == "succeeded"
     assert calls(folders["drop_table"]) == [ARGS]
 
 
@@ -252,7 +243,7 @@ def test_an_operator_requesters_confirmation_is_no_dangerous_signature(
     assert approve(server, approval_id, "admin").json()["status"] == "pending"
     assert calls(folders["drop_table"]) == []
     assert approve(server, approval_id, "admin2").json()["status"] == "approved"
-    assert wait_final(server, pending["id"])["status"] == "succeeded"
+    assert server.final(pending["id"])["status"] == "succeeded"
 
 
 def test_a_dangerous_call_without_confirm_needs_two_admins_other_than_the_requester(
@@ -344,7 +335,7 @@ def test_deciding_an_approval_that_is_no_longer_pending_is_a_conflict(
     pending = request(server, "set_flag", "olga")
     approval_id = pending["approval_id"]
     assert approve(server, approval_id, "oscar").status_code == 200
-    wait_final(server, pending["id"])
+    server.final(pending["id"])
 
     for who, decide in (("admin", approve), ("admin2", reject)):
         response = decide(server, approval_id, who)
@@ -437,7 +428,7 @@ def test_a_request_does_not_expire_before_its_ttl(short_lived: Server) -> None:
 
     assert approval(server, pending["approval_id"])["status"] == "pending"
     assert approve(server, pending["approval_id"], "oscar").status_code == 200
-    assert wait_final(server, pending["id"])["status"] == "succeeded"
+    assert server.final(pending["id"])["status"] == "succeeded"
 
 
 # ---- a changed skill voids the request ------------------------------------------------------
@@ -528,7 +519,7 @@ def test_a_reload_that_changes_nothing_keeps_the_request_valid(
     reload(server)
 
     assert approve(server, pending["approval_id"], "oscar").status_code == 200
-    assert wait_final(server, pending["id"])["status"] == "succeeded"
+    assert server.final(pending["id"])["status"] == "succeeded"
     assert calls(folders["set_flag"]) == [ARGS]
 
 
@@ -666,7 +657,7 @@ def test_the_event_stream_replays_a_finished_approved_call_from_the_store(
 ) -> None:
     pending = request(server, "set_flag", "olga")
     approve(server, pending["approval_id"], "oscar")
-    wait_final(server, pending["id"])
+    server.final(pending["id"])
     wait_for(lambda: server.manager.hub.get(pending["id"]) is None, "the timeline to close")
 
     response = server.call("GET", f"/v1/executions/{pending['id']}/events", "vera")

@@ -16,7 +16,6 @@ from ongrid_skills.store.audit import entry_hash
 from tests.support.processes import CLI
 from tests.support.server import Server, make_settings, running_app
 from tests.support.skills import MakeSkill
-from tests.support.waiting import wait_for
 
 ECHO = "#!/bin/sh\ncat\n"
 SCHEMA = {"type": "object", "properties": {"target": {"type": "string"}}, "required": ["target"]}
@@ -32,14 +31,6 @@ def requested(server: Server, skill: str, who: str, **body: Any) -> dict[str, An
     assert response.status_code == 202, response.text
     out: dict[str, Any] = response.json()
     return out
-
-
-def finished(server: Server, execution_id: str) -> dict[str, Any]:
-    def final() -> dict[str, Any] | None:
-        body: dict[str, Any] = server.call("GET", f"/v1/executions/{execution_id}", "vera").json()
-        return None if body["status"] in ("pending_approval", "running") else body
-
-    return wait_for(final, f"execution {execution_id} to finish")
 
 
 def audit(server: Server, **params: Any) -> list[dict[str, Any]]:
@@ -83,11 +74,11 @@ def test_every_request_signature_decision_run_and_result_is_audited_with_who_and
     # approved by another operator, then run
     run = requested(server, "set_flag", "olga")
     server.call("POST", f"/v1/approvals/{run['approval_id']}/approve", "oscar")
-    finished(server, run["id"])
+    server.final(run["id"])
     # dangerous: the confirming admin requester is the first signer, then a second admin
     danger = requested(server, "drop_table", "admin", confirm=True)
     server.call("POST", f"/v1/approvals/{danger['approval_id']}/approve", "admin2")
-    finished(server, danger["id"])
+    server.final(danger["id"])
     # rejected
     rejected = requested(server, "set_flag", "olga")
     server.call("POST", f"/v1/approvals/{rejected['approval_id']}/reject", "oscar")
@@ -154,7 +145,7 @@ def test_every_request_signature_decision_run_and_result_is_audited_with_who_and
 def test_the_audit_log_can_be_filtered_by_action_and_subject(server: Server) -> None:
     run = requested(server, "set_flag", "olga")
     server.call("POST", f"/v1/approvals/{run['approval_id']}/approve", "oscar")
-    finished(server, run["id"])
+    server.final(run["id"])
 
     signed = audit(server, action="approval.signed")
     about = audit(server, subject=run["approval_id"])
@@ -195,7 +186,7 @@ def tamper(path: Path, sql: str, *params: Any) -> None:
 def some_history(server: Server) -> int:
     run = requested(server, "set_flag", "olga")
     server.call("POST", f"/v1/approvals/{run['approval_id']}/approve", "oscar")
-    finished(server, run["id"])
+    server.final(run["id"])
     check = verify(server)
     assert check["ok"], check
     count: int = check["entries"]

@@ -25,6 +25,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from ongrid_skills.doors.asgi import create_app
+from ongrid_skills.execution.records import Status
 from ongrid_skills.settings import Settings
 from ongrid_skills.store import Store, open_store
 from ongrid_skills.types import Role
@@ -59,6 +60,15 @@ class Server:
     @property
     def manager(self) -> Any:
         return self.client.app.state.manager  # type: ignore[attr-defined]
+
+    def final(self, execution_id: str, who: str = "vera", timeout: float = 20) -> dict[str, Any]:
+        """``GET /v1/executions/{id}`` once the execution reached a final status."""
+
+        def finished() -> dict[str, Any] | None:
+            body: dict[str, Any] = self.call("GET", f"/v1/executions/{execution_id}", who).json()
+            return body if Status(body["status"]).final else None
+
+        return wait_for(finished, f"execution {execution_id} to finish", timeout)
 
 
 def make_settings(tmp_path: Path, skills_root: Path, **overrides: Any) -> Settings:

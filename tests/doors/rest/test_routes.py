@@ -11,10 +11,11 @@ from typing import Any
 import httpx
 import pytest
 
+from ongrid_skills.execution.records import Status
 from ongrid_skills.store import open_store
 from ongrid_skills.types import Role
 from tests.support.server import ServeProcess, Server, ServerCheck, start_serve, stop
-from tests.support.skills import MakeSkill, write_skill
+from tests.support.skills import MakeSkill, write_persona, write_skill
 from tests.support.waiting import wait_for
 
 ECHO = "#!/bin/sh\necho 'reading args' >&2\nexec cat\n"
@@ -53,32 +54,6 @@ EXECUTION_FIELDS = {
     "finished_at",
     "duration_ms",
 }
-FINAL = {
-    "succeeded",
-    "failed",
-    "timed_out",
-    "invalid_args",
-    "output_too_large",
-    "cancelled",
-    "denied",
-    "rejected",
-    "expired",
-    "interrupted",
-}
-PERSONAS = {
-    "reader": "permission_mode: read-only\ntools: [echo_args, count_runs, disk_clean]",
-    "fixer": 'permission_mode: mutating-with-confirm\ndisallowed_tools: ["reboot_*"]',
-}
-
-
-def write_personas(tmp_path: Path) -> None:
-    folder = tmp_path / "personas"
-    folder.mkdir(exist_ok=True)
-    for name, extra in PERSONAS.items():
-        (folder / f"{name}.md").write_text(
-            f"---\nname: {name}\ndescription: The {name} persona.\n"
-            f"when_to_use: When testing {name}.\n{extra}\n---\nYou are {name}.\n"
-        )
 
 
 def gate_script(gate: Path) -> str:
@@ -107,7 +82,9 @@ def server_skills(tmp_path: Path, make_skill: MakeSkill) -> None:
         description="Count its runs",
     )
     make_skill("wait_gate", gate_script(tmp_path / "gate"), description="Wait for the gate")
-    write_personas(tmp_path)
+    personas = tmp_path / "personas"
+    write_persona(personas, "reader", tools=["echo_args", "count_runs", "disk_clean"])
+    write_persona(personas, "fixer", "mutating-with-confirm", disallowed_tools=["reboot_*"])
 
 
 def still_healthy(srv: Server) -> None:
@@ -130,14 +107,6 @@ def error_of(response: httpx.Response, status: int, code: str) -> dict[str, Any]
     assert body["error"]["message"]
     assert isinstance(body["error"]["details"], list)
     return body["error"]
-
-
-def final_execution(srv: Server, execution_id: str, who: str = "admin") -> dict[str, Any]:
-    def probe() -> dict[str, Any] | None:
-        body = srv.call("GET", f"/v1/executions/{execution_id}", who).json()
-        return body if body["status"] in FINAL else None
-
-    return wait_for(probe, f"execution {execution_id} to finish", timeout=20)
 
 
 def execute(srv: Server, name: str, who: str = "admin", **body: Any) -> httpx.Response:
@@ -400,7 +369,7 @@ def test_execute_without_waiting_answers_202_running_then_finishes(
     assert running["finished_at"] is None
     assert server.call("GET", f"/v1/executions/{running['id']}").json()["status"] == "running"
     (tmp_path / "gate").touch()
-    done = final_execution(server, running["id"])
+    done = server.final(running["id"], "admin")
     assert done["status"] == "succeeded"
     assert done["result"] == {"ok": True}
     assert done["stderr_tail"] == "started\n"
@@ -465,7 +434,7 @@ def test_a_mutating_call_without_confirm_waits_for_approval_then_runs_when_signe
     )
     assert signed.status_code == 200
     assert signed.json()["status"] == "approved"
-    assert final_execution(server, pending["id"])["status"] == "succeeded"
+    assert server.final(pending["id"], "admin")["status"] == "succeeded"
     again = server.call("POST", f"/v1/approvals/{approval_id}/approve", "admin")
     error_of(again, 409, "conflict")
 
@@ -495,7 +464,7 @@ def test_a_dangerous_call_needs_an_admin_as_second_signer(server: Server) -> Non
     error_of(server.call("POST", path, "oscar"), 403, "forbidden")
     error_of(server.call("POST", path, "admin"), 403, "forbidden")
     assert server.call("POST", path, "admin2").json()["status"] == "approved"
-    assert final_execution(server, pending["id"])["status"] == "succeeded"
+    assert server.final(pending["id"], "admin")["status"] == "succeeded"
 
 
 # ---- cancel ----------------------------------------------------------------------------------
@@ -874,7 +843,7 @@ def test_events_without_follow_return_what_happened_so_far_and_end(
 
         def finished() -> dict[str, Any] | None:
             body = client.get(f"/v1/executions/{execution_id}").json()
-            return body if body["status"] in FINAL else None
+            return body if Status(body["status"]).final else None
 
         assert wait_for(finished, "the talker to finish", timeout=20)["status"] == "succeeded"
         assert [e for e, _ in snapshot()] == ["status", "stderr", "stderr", "status", "end"]
