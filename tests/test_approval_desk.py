@@ -603,6 +603,7 @@ class Follower:
 
     def __init__(self, server: Server, execution_id: str) -> None:
         self.lines: list[str] = []
+        self.arrived = threading.Condition()  # notified with each line
         self.status: int | None = None
         self.thread = threading.Thread(target=self._read, args=(server, execution_id))
         self.thread.start()
@@ -612,10 +613,22 @@ class Follower:
         with server.client.stream("GET", url, headers=server.as_("vera")) as response:
             self.status = response.status_code
             for line in response.iter_lines():
-                self.lines.append(line)
+                with self.arrived:
+                    self.lines.append(line)
+                    self.arrived.notify_all()
 
     def events(self) -> list[tuple[str, dict[str, Any]]]:
-        return parse_sse(list(self.lines))
+        with self.arrived:
+            return parse_sse(list(self.lines))
+
+    def wait_events(self, count: int, timeout: float = 15) -> list[tuple[str, dict[str, Any]]]:
+        """Block until the stream delivered ``count`` events (fail after ``timeout`` s)."""
+        with self.arrived:
+            arrived = self.arrived.wait_for(
+                lambda: len(parse_sse(list(self.lines))) >= count, timeout
+            )
+        assert arrived, f"the stream delivered {self.events()}, not {count} events"
+        return self.events()
 
     def join(self) -> list[tuple[str, dict[str, Any]]]:
         self.thread.join(timeout=15)
@@ -629,10 +642,7 @@ def test_the_event_stream_of_a_pending_call_follows_it_through_approval_to_the_e
 ) -> None:
     pending = request(server, "set_flag", "olga")
     follower = Follower(server, pending["id"])
-    wait_for(
-        lambda: [kind for kind, _ in follower.events()] == ["approval_pending"],
-        "the stream to deliver approval_pending",
-    )
+    assert [kind for kind, _ in follower.wait_events(1)] == ["approval_pending"]
     # the stream is live and waiting, not finished
     assert follower.thread.is_alive()
 
@@ -669,7 +679,7 @@ def test_the_event_stream_replays_a_finished_approved_call_from_the_store(
 def test_the_event_stream_of_a_pending_call_ends_when_it_is_rejected(server: Server) -> None:
     pending = request(server, "set_flag", "olga")
     follower = Follower(server, pending["id"])
-    wait_for(follower.events, "the stream to deliver approval_pending")
+    follower.wait_events(1)
 
     assert reject(server, pending["approval_id"], "oscar").status_code == 200
     events = follower.join()
