@@ -1,32 +1,40 @@
-"""Shared fixtures: real skill folders written into tmp_path."""
+"""The suite's one conftest: the shared fixtures, and an environment free of ONGRID_* settings.
+
+Settings come from the environment first, so a variable left in the developer's shell (or set by
+one test) would change what another test loads. Every test starts with none of them but those of
+SUITE_ENVIRONMENT; so do the module- and package-wide fixtures, set up before any test's own.
+"""
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
-from typing import Any
+from collections.abc import Iterator
 
 import pytest
 
-from tests.support import MakeSkill, write_skill
+pytest_plugins = ["tests.support.skills", "tests.support.server", "tests.support.llm"]
 
-# Tests count skills and loader lines exactly: the bundled catalogue stays out unless a test
-# asks for it (bundled=True, or ONGRID_BUNDLED_SKILLS=1 in a child's environment).
-os.environ.setdefault("ONGRID_BUNDLED_SKILLS", "0")
-
-
-@pytest.fixture
-def skills_root(tmp_path: Path) -> Path:
-    root = tmp_path / "skills"
-    root.mkdir()
-    return root
+#: Set for every test: the bundled catalogue stays out (tests count skills and loader lines
+#: exactly) unless a test asks for it (bundled=True, or ONGRID_BUNDLED_SKILLS=1 for a child).
+SUITE_ENVIRONMENT = {"ONGRID_BUNDLED_SKILLS": "0"}
 
 
-@pytest.fixture
-def make_skill(skills_root: Path) -> MakeSkill:
-    def make(name: str, script: str | None = None, **manifest: Any) -> Path:
-        if script is None:
-            return write_skill(skills_root, name, **manifest)
-        return write_skill(skills_root, name, script, **manifest)
+def _reset(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in [name for name in os.environ if name.startswith("ONGRID_")]:
+        monkeypatch.delenv(name)
+    for name, value in SUITE_ENVIRONMENT.items():
+        monkeypatch.setenv(name, value)
 
-    return make
+
+@pytest.fixture(scope="session", autouse=True)
+def ongrid_environment_for_the_session() -> Iterator[None]:
+    """The same reset for the session, so wider-scoped fixtures see it too."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _reset(monkeypatch)
+        yield
+
+
+@pytest.fixture(autouse=True)
+def ongrid_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No ONGRID_* variable but those of SUITE_ENVIRONMENT, for the duration of each test."""
+    _reset(monkeypatch)

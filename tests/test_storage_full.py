@@ -15,8 +15,8 @@ import pytest
 
 from ongrid_skills.store import open_store
 from ongrid_skills.types import Role
-from tests.server_support import start_serve, stop
-from tests.support import MakeSkill
+from tests.support.mcp import start_serve, stop
+from tests.support.skills import MakeSkill
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0, reason="mounting a small tmpfs for the data dir needs root"

@@ -9,28 +9,19 @@ import pty
 import select
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 from ongrid_skills.store import open_store
-from tests.agent.fakes import FakeLLM, Reply, call
-from tests.agent.support import envelope, llm_env, write_persona
-from tests.server_support import free_port
-from tests.support import MakeSkill, venv_bin
+from tests.support.agent import envelope, llm_env
+from tests.support.llm import FakeLLM, Reply, call
+from tests.support.processes import CLI
+from tests.support.skills import MakeSkill, write_persona
+from tests.support.sockets import free_port
 
-CLI = venv_bin("ongrid-skills")
 NOISY = "#!/bin/sh\ncat >/dev/null\necho 'scanning /var' >&2\necho '{\"used_pct\": 91}'\n"
 ECHO = (
     "#!/bin/sh\ninput=$(cat)\nprintf '%s\\n' \"$input\" >> calls.log\nprintf '%s\\n' \"$input\"\n"
 )
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeLLM]:
-    with FakeLLM() as server:
-        yield server
 
 
 def environ(tmp_path: Path, skills_root: Path, fake: FakeLLM, **extra: str) -> dict[str, str]:
@@ -102,7 +93,7 @@ def test_one_shot_without_a_terminal_sends_mutating_calls_to_the_approval_inbox(
     tmp_path: Path, skills_root: Path, make_skill: MakeSkill, fake: FakeLLM
 ) -> None:
     folder = make_skill("set_flag", ECHO, **{"class": "mutating"})
-    write_persona(tmp_path, "fixer", "mutating-with-confirm")
+    write_persona(tmp_path / "personas", "fixer", "mutating-with-confirm")
     fake.add(Reply(calls=[call("set_flag", {"flag": "on"})]), Reply("Nobody approved it."))
     # Nobody answers in time: the request expires and the model is told so.
     env = environ(tmp_path, skills_root, fake, ONGRID_APPROVAL_TTL_SECONDS="1")
@@ -124,7 +115,7 @@ def test_a_human_at_the_terminal_confirms_a_mutating_call_inline(
     tmp_path: Path, skills_root: Path, make_skill: MakeSkill, fake: FakeLLM
 ) -> None:
     folder = make_skill("set_flag", ECHO, **{"class": "mutating"})
-    write_persona(tmp_path, "fixer", "mutating-with-confirm")
+    write_persona(tmp_path / "personas", "fixer", "mutating-with-confirm")
     fake.add(
         Reply(calls=[call("set_flag", {"flag": "on"})]),
         Reply(calls=[call("set_flag", {"flag": "off"})]),

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +15,10 @@ from ongrid_skills.manager import Manager
 from ongrid_skills.skills.model import Skill
 from ongrid_skills.store import open_store
 from ongrid_skills.types import Role
-from tests.agent.fakes import FakeLLM, Reply, call
-from tests.agent.support import OSCAR, agent_settings, envelope, run_agent, until, write_persona
-from tests.support import MakeSkill
+from tests.support.agent import OSCAR, agent_settings, envelope, run_agent
+from tests.support.llm import FakeLLM, Reply, call
+from tests.support.skills import MakeSkill, write_persona
+from tests.support.waiting import until
 
 # Pretty-printed on purpose: the model must get these exact bytes, not a re-serialisation.
 ODD_JSON = '{ "disk" : "sda",\n  "free_pct":  12.50 , "note": "caf\\u00e9 ✓" }'
@@ -38,12 +38,6 @@ printf '%s\\n' "$input"
 """
 
 
-@pytest.fixture
-def fake() -> Iterator[FakeLLM]:
-    with FakeLLM() as server:
-        yield server
-
-
 def test_the_model_is_offered_what_the_persona_mode_permits(
     tmp_path: Path, skills_root: Path, make_skill: MakeSkill, fake: FakeLLM
 ) -> None:
@@ -51,8 +45,10 @@ def test_the_model_is_offered_what_the_persona_mode_permits(
     make_skill("set_flag", **{"class": "mutating"})
     make_skill("wipe_disk", **{"class": "dangerous"})
     for mode in ("read-only", "mutating-with-confirm", "dual-sign-required"):
-        write_persona(tmp_path, mode.replace("-", "_"), mode)
-    write_persona(tmp_path, "narrow", "dual-sign-required", disallowed_tools=["wipe_*"])
+        write_persona(tmp_path / "personas", mode.replace("-", "_"), mode)
+    write_persona(
+        tmp_path / "personas", "narrow", "dual-sign-required", disallowed_tools=["wipe_*"]
+    )
     settings = agent_settings(tmp_path, skills_root, fake)
     seen = {}
     for persona in ("read_only", "mutating_with_confirm", "dual_sign_required", "narrow"):
@@ -83,7 +79,7 @@ def test_system_prompt_is_the_persona_body_with_instructions_skills_and_the_remi
         "---\nname: disk_runbook\ndescription: How to free disk space safely.\n---\nStep 1...\n"
     )
     write_persona(
-        tmp_path,
+        tmp_path / "personas",
         "responder",
         body="You are the first responder of ACME.",
         critical_reminder="Never delete anything under /var/lib/postgresql.",
@@ -106,7 +102,7 @@ def test_system_prompt_is_the_persona_body_with_instructions_skills_and_the_remi
 def test_a_personas_model_wins_over_the_configured_default(
     tmp_path: Path, skills_root: Path, fake: FakeLLM
 ) -> None:
-    write_persona(tmp_path, "picky", model="persona-model")
+    write_persona(tmp_path / "personas", "picky", model="persona-model")
     fake.add(Reply("hi"))
     outcome = run_agent(agent_settings(tmp_path, skills_root, fake), "hello", "picky")
     assert fake.request(0)["model"] == "persona-model"
@@ -254,7 +250,7 @@ def test_the_run_stops_at_max_turns_and_says_so(
     tmp_path: Path, skills_root: Path, make_skill: MakeSkill, fake: FakeLLM
 ) -> None:
     make_skill("check_disk")
-    write_persona(tmp_path, "brief", max_turns=3)
+    write_persona(tmp_path / "personas", "brief", max_turns=3)
     for n in range(5):
         fake.add(Reply(f"turn {n}", [call("check_disk")]))
     outcome = run_agent(agent_settings(tmp_path, skills_root, fake), "loop forever", "brief")
@@ -284,7 +280,7 @@ def test_a_mutating_call_waits_for_approval_and_a_rejection_reaches_the_model(
     tmp_path: Path, skills_root: Path, make_skill: MakeSkill, fake: FakeLLM
 ) -> None:
     folder = make_skill("set_flag", ECHO, **{"class": "mutating"})
-    write_persona(tmp_path, "fixer", "mutating-with-confirm")
+    write_persona(tmp_path / "personas", "fixer", "mutating-with-confirm")
     fake.add(Reply(calls=[call("set_flag", {"flag": "maintenance"})]), Reply("it was refused"))
     statuses: list[str] = []
 

@@ -13,9 +13,9 @@ from ongrid_skills.agent.prompt import LISTING_HEADER, MAX_ENTRY_CHARS, system_p
 from ongrid_skills.settings import DEFAULT_PROMPT_LISTING_CHARS, Settings
 from ongrid_skills.skills.persona import DEFAULT_PERSONA
 from ongrid_skills.toolspec import ranked_instructions
-from tests.agent.fakes import FakeLLM, Reply
-from tests.agent.support import agent_settings, run_agent
-from tests.native import load, write_skill_md
+from tests.support.agent import FakeLLM, agent_settings, run_agent
+from tests.support.llm import Reply
+from tests.support.skills import load, write_skill_md
 
 TOPICS = ("kafka lag", "postgres vacuum", "nginx reload", "dns cache", "tls renewal", "disk quota")
 

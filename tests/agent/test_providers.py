@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from ongrid_skills.agent import Message, ProviderConfig, ProviderError, Turn, make_provider
-from tests.agent.fakes import API_KEY, FakeLLM, Reply, call
-from tests.server_support import free_port
+from tests.support.llm import API_KEY, FakeLLM, Reply, call
+from tests.support.sockets import free_port
 
 FLAVOURS = ("openai", "anthropic")
 

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.agent.fakes import FakeLLM, Reply, call
-from tests.agent.support import agent_settings, envelope, wait_for, write_persona
-from tests.server_support import Server, running_app
-from tests.support import MakeSkill
+from ongrid_skills.settings import Settings
+from tests.support.agent import agent_settings, envelope
+from tests.support.llm import FakeLLM, Reply, call
+from tests.support.server import Server
+from tests.support.skills import MakeSkill, write_persona
+from tests.support.waiting import wait_for
 
 ECHO = """#!/bin/sh
 input=$(cat)
@@ -24,20 +25,17 @@ printf '%s\\n' "$input"
 
 
 @pytest.fixture
-def fake() -> Iterator[FakeLLM]:
-    with FakeLLM() as server:
-        yield server
+def server_skills(tmp_path: Path, make_skill: MakeSkill) -> None:
+    make_skill("check_disk")
+    make_skill("set_flag", ECHO, **{"class": "mutating"})
+    write_persona(tmp_path / "personas", "fixer", "mutating-with-confirm")
 
 
 @pytest.fixture
-def server(
-    tmp_path: Path, skills_root: Path, make_skill: MakeSkill, fake: FakeLLM
-) -> Iterator[Server]:
-    make_skill("check_disk")
-    make_skill("set_flag", ECHO, **{"class": "mutating"})
-    write_persona(tmp_path, "fixer", "mutating-with-confirm")
-    with running_app(agent_settings(tmp_path, skills_root, fake)) as app:
-        yield app
+def server_settings(
+    tmp_path: Path, skills_root: Path, server_skills: None, fake: FakeLLM
+) -> Settings:
+    return agent_settings(tmp_path, skills_root, fake)
 
 
 def run_of(server: Server, run_id: str, who: str = "vera") -> dict[str, Any]:

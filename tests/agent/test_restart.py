@@ -13,20 +13,15 @@ import pytest
 
 from ongrid_skills.store import open_store
 from ongrid_skills.types import Role
-from tests.agent.fakes import FakeLLM, Reply, call
-from tests.agent.support import llm_env, wait_for, write_persona
-from tests.server_support import ServeProcess, start_serve, stop
-from tests.support import MakeSkill
+from tests.support.agent import llm_env
+from tests.support.llm import FakeLLM, Reply, call
+from tests.support.server import ServeProcess, start_serve, stop
+from tests.support.skills import MakeSkill, write_persona
+from tests.support.waiting import wait_for
 
 ECHO = (
     "#!/bin/sh\ninput=$(cat)\nprintf '%s\\n' \"$input\" >> calls.log\nprintf '%s\\n' \"$input\"\n"
 )
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeLLM]:
-    with FakeLLM() as server:
-        yield server
 
 
 class Serve:
@@ -61,7 +56,7 @@ class Serve:
 
 @pytest.fixture
 def serve(tmp_path: Path, skills_root: Path, fake: FakeLLM) -> Iterator[Serve]:
-    write_persona(tmp_path, "fixer", "mutating-with-confirm")
+    write_persona(tmp_path / "personas", "fixer", "mutating-with-confirm")
     server = Serve(tmp_path, skills_root, fake)
     yield server
     if server.process is not None:

@@ -10,7 +10,7 @@ import pytest
 from ongrid_skills.builtins.base import BuiltinContext, BuiltinFailure, Reach
 from ongrid_skills.builtins.dns import probe_dns
 from ongrid_skills.builtins.netrules import NetRules
-from tests.builtins import assert_schema
+from tests.support.builtins import assert_schema
 
 #: The loopback targets these tests use, allowed explicitly (an allow list: nothing else).
 LOOPBACK = Reach(net=NetRules.parse(allow=["127.0.0.0/8", "::1", "localhost"]))

@@ -17,7 +17,7 @@ import pytest
 
 from ongrid_skills.builtins.base import BuiltinContext, BuiltinFailure, Reach
 from ongrid_skills.builtins.files import disk_usage, tail_file
-from tests.builtins import assert_schema
+from tests.support.builtins import assert_schema
 
 #: The reach of the running test: its tmp_path as the one readable root (see readable()).
 CURRENT: dict[str, Reach] = {}

@@ -22,7 +22,8 @@ import pytest
 from ongrid_skills.builtins.base import BuiltinContext, BuiltinFailure, Reach
 from ongrid_skills.builtins.http import probe_http
 from ongrid_skills.builtins.netrules import NetRules
-from tests.builtins import QuietHandler, assert_schema, serve
+from tests.support.builtins import assert_schema
+from tests.support.http import QuietHandler, serve
 
 BIG = 2 * 1024 * 1024
 

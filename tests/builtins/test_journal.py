@@ -14,7 +14,9 @@ import pytest
 
 from ongrid_skills.builtins.base import BuiltinContext, BuiltinFailure
 from ongrid_skills.builtins.journal import read_journal
-from tests.builtins import assert_schema
+from tests.support.builtins import assert_schema
+from tests.support.processes import alive
+from tests.support.waiting import wait_for
 
 Fake = Callable[[str], Path]
 
@@ -172,14 +174,6 @@ def test_failing_journalctl_is_a_failure_with_its_message(fake: Fake) -> None:
         run()
 
 
-def _gone(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return True
-    return state in {"Z", "X"}
-
-
 def test_hanging_journalctl_is_killed_at_the_timeout(fake: Fake, tmp_path: Path) -> None:
     tmp = fake(f"sleep 60 &\necho $! > '{tmp_path}/grandchild'\nwait")
     started = time.monotonic()
@@ -187,10 +181,7 @@ def test_hanging_journalctl_is_killed_at_the_timeout(fake: Fake, tmp_path: Path)
         run(timeout_ms=300)
     assert time.monotonic() - started < 5
     grandchild = int((tmp / "grandchild").read_text())
-    deadline = time.monotonic() + 5
-    while not _gone(grandchild) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert _gone(grandchild), "the process group was not killed"
+    wait_for(lambda: not alive(grandchild), "the process group to be killed", timeout=5)
 
 
 @pytest.mark.parametrize(

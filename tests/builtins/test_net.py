@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import select
 import socket
 import time
 from collections.abc import Iterator
@@ -15,7 +14,8 @@ import pytest
 from ongrid_skills.builtins.base import BuiltinContext, BuiltinFailure, Reach
 from ongrid_skills.builtins.net import probe_tcp
 from ongrid_skills.builtins.netrules import NetRules
-from tests.builtins import assert_schema
+from tests.support.builtins import assert_schema
+from tests.support.sockets import fill_backlog
 
 #: The loopback targets these tests use, allowed explicitly (an allow list: nothing else).
 LOOPBACK = Reach(net=NetRules.parse(allow=["127.0.0.0/8", "::1", "localhost"]))
@@ -76,27 +76,9 @@ def test_bound_but_not_listening_port_is_refused() -> None:
     assert result["address"] == f"127.0.0.1:{port}"
 
 
-def _fill_backlog(server: socket.socket, deadline: float) -> list[socket.socket]:
-    """Connect until one connection stays pending: the accept queue is then full and further
-    SYNs are dropped, which a client sees as a timeout (all on loopback)."""
-    port = server.getsockname()[1]
-    clients: list[socket.socket] = []
-    while time.monotonic() < deadline:
-        client = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        client.setblocking(False)
-        client.connect_ex(("127.0.0.1", port))
-        clients.append(client)
-        _, writable, _ = select.select([], [client], [], 0.2)
-        if not writable:
-            return clients
-    for client in clients:
-        client.close()
-    pytest.fail("could not fill the listen backlog")
-
-
 def test_full_backlog_times_out_within_budget() -> None:
     with listener(backlog=0) as server:
-        clients = _fill_backlog(server, time.monotonic() + 5)
+        clients = fill_backlog(server)
         try:
             started = time.monotonic()
             result = run(host="127.0.0.1", port=server.getsockname()[1], timeout_ms=300)

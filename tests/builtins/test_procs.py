@@ -15,7 +15,7 @@ import pytest
 
 from ongrid_skills.builtins.base import BuiltinContext, BuiltinFailure
 from ongrid_skills.builtins.procs import list_processes
-from tests.builtins import assert_schema
+from tests.support.builtins import assert_schema
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 

@@ -17,7 +17,8 @@ from ongrid_skills.builtins.base import BuiltinContext, BuiltinFailure, Reach
 from ongrid_skills.builtins.netrules import NetRules
 from ongrid_skills.builtins.prom import query_promql
 from ongrid_skills.skills.impls import resolve
-from tests.builtins import QuietHandler, assert_schema, serve
+from tests.support.builtins import assert_schema
+from tests.support.http import QuietHandler, serve
 
 NOW = 1714550400.0
 

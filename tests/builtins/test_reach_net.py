@@ -22,7 +22,7 @@ from ongrid_skills.builtins.http import probe_http
 from ongrid_skills.builtins.net import probe_tcp
 from ongrid_skills.builtins.netrules import NetRules
 from ongrid_skills.builtins.prom import query_promql
-from tests.builtins import QuietHandler, serve
+from tests.support.http import QuietHandler, serve
 
 SECRET = b"AKIA-very-secret-role-credentials"
 

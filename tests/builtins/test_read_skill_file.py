@@ -8,6 +8,7 @@ refused with their own error codes; ``{baseDir}`` in a body becomes the folder.
 from __future__ import annotations
 
 import os
+from asyncio import run
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +19,8 @@ from ongrid_skills import InvalidArgs
 from ongrid_skills.execution.records import Execution, Status
 from ongrid_skills.skills.bundle import MAX_FILE_BYTES, MAX_LISTED_FILES
 from ongrid_skills.skills.registry import Registry
-from tests.native import load, run, write_exec, write_skill_md
-from tests.support import write_skill
+from tests.support.mcp import write_skill
+from tests.support.skills import load, write_exec, write_skill_md
 
 BODY = "Run `python {baseDir}/scripts/fill.py` and see ${CLAUDE_SKILL_DIR}/forms.md.\n"
 

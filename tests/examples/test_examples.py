@@ -14,7 +14,6 @@ import re
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,9 +22,10 @@ from typing import Any
 import jsonschema_rs
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-SKILLS_DIR = ROOT / "examples" / "skills"
-CLI = Path(sys.executable).parent / "ongrid-skills"
+from tests.support.processes import CLI
+from tests.support.skills import EXAMPLE_SKILLS
+from tests.support.sockets import fill_backlog, free_port
+
 DANGER_FLAGS = ("--yes", "--i-know-it-is-dangerous")
 DAY = 86400
 
@@ -43,12 +43,12 @@ EXPECTED = {
 
 
 def manifest(folder: str) -> dict[str, Any]:
-    return json.loads((SKILLS_DIR / folder / "skill.json").read_text(encoding="utf-8"))
+    return json.loads((EXAMPLE_SKILLS / folder / "skill.json").read_text(encoding="utf-8"))
 
 
 def run_entry(folder: str, args: Any, *, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     """Run a skill's executable directly, the way the runner does (env = only PATH)."""
-    entry = SKILLS_DIR / folder / manifest(folder)["entry"]
+    entry = EXAMPLE_SKILLS / folder / manifest(folder)["entry"]
     stdin = args if isinstance(args, str) else json.dumps(args)
     return subprocess.run(
         [str(entry)],
@@ -64,7 +64,7 @@ def run_entry(folder: str, args: Any, *, timeout: float = 60) -> subprocess.Comp
 @pytest.fixture
 def cli_env(tmp_path: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ONGRID_")}
-    env["ONGRID_SKILLS_EXTERNAL_DIRS"] = str(SKILLS_DIR)
+    env["ONGRID_SKILLS_EXTERNAL_DIRS"] = str(EXAMPLE_SKILLS)
     env["ONGRID_DATA_DIR"] = str(tmp_path / "ongrid-data")
     return env
 
@@ -128,7 +128,7 @@ def progress_lines(stderr: str) -> list[dict[str, Any]]:
 
 
 def test_examples_are_exactly_the_five_bundled_skills() -> None:
-    folders = sorted(p.parent.name for p in SKILLS_DIR.glob("*/skill.json"))
+    folders = sorted(p.parent.name for p in EXAMPLE_SKILLS.glob("*/skill.json"))
     assert folders == sorted(EXPECTED)
     for folder, (name, klass, category) in EXPECTED.items():
         m = manifest(folder)
@@ -164,7 +164,7 @@ def test_every_manifest_is_complete_and_its_entry_is_a_self_contained_executable
     for prop in schema["properties"].values():
         assert prop.get("description") or prop.get("enum"), prop
 
-    entry = SKILLS_DIR / folder / m["entry"]
+    entry = EXAMPLE_SKILLS / folder / m["entry"]
     assert not os.path.isabs(m["entry"])
     assert entry.is_file() and not entry.is_symlink()
     assert os.access(entry, os.X_OK)
@@ -190,8 +190,8 @@ def test_disk_cleaner_manifest_is_the_one_of_the_users_document() -> None:
 
 
 def test_shell_skills_share_one_json_args_decoder() -> None:
-    copies = {p.read_bytes() for p in SKILLS_DIR.glob("*/json_args.awk")}
-    assert len(list(SKILLS_DIR.glob("*/json_args.awk"))) == 2
+    copies = {p.read_bytes() for p in EXAMPLE_SKILLS.glob("*/json_args.awk")}
+    assert len(list(EXAMPLE_SKILLS.glob("*/json_args.awk"))) == 2
     assert len(copies) == 1
 
 
@@ -206,12 +206,12 @@ def test_cli_lists_every_example_with_its_class_and_category(cli_env: dict[str, 
         assert items[name]["category"] == category
         assert items[name]["kind"] == "subprocess"
         line = f'skill loader: registered subprocess skill "{name}" from '
-        assert line + str(SKILLS_DIR / folder / "skill.json") in proc.stderr
+        assert line + str(EXAMPLE_SKILLS / folder / "skill.json") in proc.stderr
 
 
 def test_cli_validate_finds_nothing_to_report_in_the_examples(cli_env: dict[str, str]) -> None:
     proc = subprocess.run(
-        [str(CLI), "validate", str(SKILLS_DIR)],
+        [str(CLI), "validate", str(EXAMPLE_SKILLS)],
         capture_output=True,
         text=True,
         env=cli_env,
@@ -472,13 +472,6 @@ def listener() -> Iterator[socket.socket]:
     server.close()
 
 
-def free_port() -> int:
-    """A loopback port nobody listens on (bound, then released)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_port_check_reports_an_open_port_on_a_loopback_listener(
     cli, listener: socket.socket
 ) -> None:
@@ -512,13 +505,7 @@ def test_port_check_gives_up_after_timeout_ms_when_nobody_answers(tmp_path: Path
     server.bind(("127.0.0.1", 0))
     server.listen(0)
     port = server.getsockname()[1]
-    fillers = []
-    for _ in range(3):
-        filler = socket.socket()
-        filler.setblocking(False)
-        filler.connect_ex(("127.0.0.1", port))  # EINPROGRESS: completes in the background
-        fillers.append(filler)
-    time.sleep(0.2)
+    fillers = fill_backlog(server)
     try:
         start = time.monotonic()
         proc = run_entry("port-check", {"host": "127.0.0.1", "port": port, "timeout_ms": 400})
@@ -591,7 +578,8 @@ def test_process_signal_is_not_run_without_the_dangerous_acknowledgement(
             timeout=60,
         )
         assert proc.returncode in (3, 4), proc.stdout + proc.stderr  # denied or pending
-    time.sleep(0.2)
+    with pytest.raises(subprocess.TimeoutExpired):  # no signal reaches it in the next 200 ms
+        sleeper.wait(timeout=0.2)
     assert sleeper.poll() is None  # still alive
 
 

@@ -26,9 +26,9 @@ from ongrid_skills.manager import Manager
 from ongrid_skills.runtime import load_registry, open_manager
 from ongrid_skills.settings import Settings
 from ongrid_skills.types import Role
-from tests.runner_support.helpers import canonical_dir, python_skill
-from tests.server_support import make_settings
-from tests.support import MakeSkill
+from tests.support.agent import make_settings
+from tests.support.runner import canonical_dir, python_skill
+from tests.support.skills import MakeSkill
 
 T = TypeVar("T")
 

@@ -17,8 +17,8 @@ import pytest
 from ongrid_skills.errors import ManifestError
 from ongrid_skills.skills.declared import MAX_FIELD_BYTES, MAX_TEXT_CHARS
 from ongrid_skills.skills.persona import load_persona
-from tests.native import load
-from tests.support import venv_bin
+from tests.support.mcp import venv_bin
+from tests.support.skills import load
 
 # A 1.4 KB file whose aliases expand to 10^9 leaves: printed, it is hundreds of MB.
 LAUGHS = "\n".join(

@@ -25,7 +25,7 @@ from ongrid_skills.skills.lint import validate_paths
 from ongrid_skills.skills.persona import DEFAULT_PERSONA
 from ongrid_skills.skills.registry import Registry
 from ongrid_skills.toolspec import ranked_instructions
-from tests.native import load
+from tests.support.skills import load
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 CORPORA = REPOSITORY / ".." / "shared" / "interop-corpora"

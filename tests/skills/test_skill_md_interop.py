@@ -15,9 +15,10 @@ import pytest
 from ongrid_skills.errors import UnknownSkill
 from ongrid_skills.settings import ConfigView
 from ongrid_skills.toolspec import instructions
-from tests.native import executable_dir, load, write_skill_md
-from tests.server_support import make_settings, running_app
-from tests.support import venv_bin
+from tests.support.agent import make_settings
+from tests.support.mcp import venv_bin
+from tests.support.server import running_app
+from tests.support.skills import executable_dir, load, write_skill_md
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ import subprocess
 from pathlib import Path
 
 from ongrid_skills.skills.lint import validate_paths
-from tests.native import write_skill_md
-from tests.support import venv_bin
+from tests.support.mcp import venv_bin
+from tests.support.skills import write_skill_md
 
 NOT_A_PERSONA = "---\ntitle: Reference\nsection: forms\n---\n# Forms\n"
 BROKEN_PERSONA = "---\nname: Bad Name!\ndescription: d\n---\nYou are bad.\n"

@@ -20,8 +20,8 @@ from ongrid_skills.governance.principal import Principal
 from ongrid_skills.runtime import open_manager
 from ongrid_skills.settings import Settings
 from ongrid_skills.types import Role
-from tests.native import write_exec, write_persona, write_skill_md
-from tests.server_support import make_settings
+from tests.support.agent import make_settings
+from tests.support.skills import write_exec, write_persona, write_skill_md
 
 GUIDE = "# Guide\nSee {baseDir}/reference.md.\n"
 

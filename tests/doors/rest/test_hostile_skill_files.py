@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.server_support import make_settings, running_app
-from tests.support import write_skill
+from tests.support.agent import make_settings
+from tests.support.mcp import write_skill
+from tests.support.server import running_app
 
 
 def test_hostile_files_are_loader_errors_and_every_listing_answers_200(tmp_path: Path) -> None:

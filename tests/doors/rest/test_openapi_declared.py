@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from tests.server_support import Server, make_settings, running_app
-from tests.support import write_skill
+from tests.support.agent import make_settings
+from tests.support.mcp import write_skill
+from tests.support.server import Server, running_app
 
 
 @pytest.fixture

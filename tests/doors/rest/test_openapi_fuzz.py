@@ -26,8 +26,8 @@ from schemathesis.specs.openapi import checks as openapi_checks
 
 from ongrid_skills.store import open_store
 from ongrid_skills.types import Role
-from tests.server_support import ServeProcess, free_port, start_serve, stop
-from tests.support import write_skill
+from tests.support.mcp import ServeProcess, start_serve, stop, write_skill
+from tests.support.server import free_port
 
 #: Examples per operation, per generation mode, per role: 24 operations x 2 modes x 3 roles.
 EXAMPLES = 10

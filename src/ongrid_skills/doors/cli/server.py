@@ -235,6 +235,8 @@ class Remote:
         self.client = httpx.Client(
             base_url=url.rstrip("/"), headers={"Authorization": f"Bearer {token}"}, timeout=60
         )
+        # Closed with the command (also when it exits early), not left to the garbage collector.
+        click.get_current_context().call_on_close(self.client.close)
 
     def call(self, method: str, path: str, **kwargs: Any) -> Any:
         try:

@@ -1,1 +1,0 @@
-"""Helpers for the runner and reaper tests: real skill folders, C programs, process probes."""
