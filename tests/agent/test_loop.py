@@ -312,7 +312,7 @@ def test_at_a_terminal_a_call_with_invalid_args_is_not_offered_for_confirmation(
 ) -> None:
     schema = {"type": "object", "properties": {"flag": {"type": "string"}}, "required": ["flag"]}
     folder = make_skill("set_flag", ECHO, schema=schema, **{"class": "mutating"})
-    write_persona(tmp_path, "fixer", "mutating-with-confirm")
+    write_persona(tmp_path / "personas", "fixer", "mutating-with-confirm")
     fake.add(
         Reply(calls=[call("set_flag", {"flag": 7})]),  # against the schema: never asked
         Reply(calls=[call("set_flag", {"flag": "maintenance"})]),  # valid: asked, declined
