@@ -149,8 +149,9 @@ class SubprocessRunner:
                 error=ErrorInfo("spawn_failed", f"cannot start {check.path}: {reason}"),
                 started_at=started_wall,
             )
-        slot = record.add(proc.pid) if record is not None else -1
-        call = _Call(self, proc, payload, spec.timeout_seconds, on_event, record, slot)
+        call = _Call(self, proc, payload, spec.timeout_seconds, on_event)
+        if record is not None:
+            call.record, call.slot = record, record.add(proc.pid)
         if self.reaper is not None:
             self.reaper.call_started(proc.pid)
         try:
@@ -186,12 +187,10 @@ class _Call:
         payload: bytes,
         timeout: float,
         on_event: EventSink | None,
-        record: GroupRecord | None = None,
-        slot: int = -1,
     ) -> None:
         self.loop = asyncio.get_running_loop()
-        self.record = record
-        self.slot = slot
+        self.record: GroupRecord | None = None  # set by the runner once recorded
+        self.slot = -1
         self.runner = runner
         self.proc = proc
         self.pid = proc.pid

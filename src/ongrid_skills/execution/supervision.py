@@ -24,6 +24,7 @@ and never let a forked child inherit the pipe (the sentinel would outlive the ma
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import os
 import subprocess
@@ -48,26 +49,34 @@ def groups_dir_of(data_dir: str) -> str:
 
 
 class GroupRecord:
-    """The slots of one record: which calls of this process are running. Thread-safe."""
+    """The slots of one record: which calls of this process are running. Thread-safe.
+
+    Lean on purpose (it runs on every call): each slot operation is one atomic call under the
+    GIL (``list.pop``, ``next`` on a counter, ``list.append``), so no lock is taken."""
 
     def __init__(self, fd: int, path: str | None, owner: Supervision) -> None:
         self.fd = fd
         self.path = path
         self.owner = owner
-        self.lock = threading.Lock()
         self.free: list[int] = []
-        self.size = 0  # slots in the file
-        self.live = 0
+        self.slots = itertools.count()  # slots ever used: the file is that long
+
+    @property
+    def live(self) -> int:
+        """How many calls the record holds as running now (read back from the record)."""
+        return len(sentinel.read_record_fd(self.fd))
 
     def add(self, sid: int) -> int:
         """Record a call whose main process (its session id) is ``sid``; returns its slot."""
-        self.owner.check()
-        with self.lock:
-            slot = self.free.pop() if self.free else self.size
-            self.size = max(self.size, slot + 1)
-            self.live += 1
+        owner = self.owner
+        if time.monotonic() - owner.checked >= CHECK_SECONDS:
+            owner.check()
         try:
-            os.pwrite(self.fd, slot_bytes(sid, boot_ticks()), slot * SLOT)
+            slot = self.free.pop()
+        except IndexError:
+            slot = next(self.slots)
+        try:
+            os.pwrite(self.fd, slot_bytes(sid, boot_ticks()), slot * SLOT)  # see sentinel.py
         except OSError as exc:  # a full disk must not stop the call
             LOG.warning("cannot record process group %d: %s", sid, exc)
         return slot
@@ -75,11 +84,12 @@ class GroupRecord:
     def remove(self, slot: int) -> None:
         """The call in ``slot`` is over: its group was killed and its main process is not
         reaped yet (so its id could not have been reused)."""
-        with contextlib.suppress(OSError):
+        try:
             os.pwrite(self.fd, BLANK, slot * SLOT)
-        with self.lock:
+        except OSError:  # only an I/O error on disk: never reuse a slot that may not be blank
+            LOG.warning("cannot clear a group record slot: it stays taken")
+        else:
             self.free.append(slot)
-            self.live -= 1
 
 
 class Supervision:
@@ -123,11 +133,8 @@ class Supervision:
             return found
 
     def check(self) -> None:
-        """At most once a second: replace a sentinel that was killed."""
-        now = time.monotonic()
-        if now - self.checked < CHECK_SECONDS:
-            return
-        self.checked = now
+        """Replace a sentinel that was killed (called at most once a second, on a spawn)."""
+        self.checked = time.monotonic()
         proc = self.proc
         if proc is not None and proc.poll() is not None:
             with self.lock:
