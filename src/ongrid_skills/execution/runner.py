@@ -17,7 +17,8 @@ and one sentinel process per manager kills what is recorded when the manager's p
 Why not ``PR_SET_PDEATHSIG``: it needs ``preexec_fn`` (which forces ``fork``, milliseconds per
 call) or a helper exec'd before the entry (one more exec per call, as much as the call itself);
 it fires when the spawning *thread* exits, not the process; and it reaches only the child, not
-its grandchildren. The record costs two ``pwrite`` per call; the sentinel, nothing until the end.
+its grandchildren. The record costs two memory stores per call; the sentinel, nothing until the
+end.
 
 It must never use a shell, inherit the manager's environment, block the event loop, or reap a
 child before its process group was killed (see :meth:`_Call._finish`).
@@ -128,6 +129,7 @@ class SubprocessRunner:
         record = self.record
         if self.supervise and (record is None or record.fd < 0):  # first call, or forked
             record = self.record = supervision().record(self.groups_dir)
+            self.supervise = record is not None
         started_wall = time.time()
         started = time.monotonic()
         try:

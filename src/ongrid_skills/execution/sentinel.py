@@ -11,11 +11,13 @@ the named records and exits. It costs the manager nothing per call: it sleeps un
 Imported as a module, it is the record format and the careful killing that start-up recovery
 shares with the sentinel:
 
-- A *record* is a file of 32-byte slots, ``b"%10d %20d\\n" % (sid, ticks)``; a blank slot is a
-  free one. ``sid`` is the call's main pid, which is also its process group and session id (the
-  runner starts each child in a new session); ``ticks`` is the boot clock (``CLOCK_BOOTTIME``, in
-  the clock ticks of ``/proc/<pid>/stat``), rounded up, read after the spawn: the main process
-  started at or before it.
+- A *record* is a file of 16-byte slots, two native 64-bit integers: ``sid`` (0: a free slot),
+  then ``ticks``. ``sid`` is the call's main pid, which is also its process group and session id
+  (the runner starts each child in a new session); ``ticks`` is the boot clock
+  (``CLOCK_BOOTTIME``, in the clock ticks of ``/proc/<pid>/stat``), rounded up, read after the
+  spawn: the main process started at or before it. The writer maps the file and stores
+  ``ticks`` before ``sid`` (binary, because formatting text on every call costs more than the
+  rest of the record). Records are read on the host that wrote them, hence native byte order.
 - Pid numbers come back. A recorded session is killed only when one of its processes started no
   later than its ``ticks`` (for the sentinel: no later than the manager's death, see
   :func:`kill_recorded`): a session that reuses the number began after the recorded one ended,
@@ -30,14 +32,14 @@ process it cannot attribute to a record, and never outlive the kill of what it f
 
 from __future__ import annotations
 
+import array
 import os
 import signal
 import sys
 import time
 from collections.abc import Callable, Iterable
 
-SLOT = 32
-BLANK = b" " * (SLOT - 1) + b"\n"
+SLOT = 16  # bytes: two "q" words, sid then ticks
 POLL_SECONDS = 0.02
 _AFTER_KILL_SECONDS = 1.0  # SIGKILL again whatever a member forked between two scans
 _TICKS = os.sysconf("SC_CLK_TCK")
@@ -71,20 +73,21 @@ def boot_ticks() -> int:
     return int(time.clock_gettime(time.CLOCK_BOOTTIME) * _TICKS) + 1
 
 
-def slot_bytes(sid: int, ticks: int) -> bytes:
-    return b"%10d %20d\n" % (sid, ticks)
+def encode_slots(slots: Iterable[tuple[int, int]]) -> bytes:
+    """The bytes of a record holding these ``(sid, ticks)`` slots."""
+    return array.array("q", [word for slot in slots for word in slot]).tobytes()
+
+
+def slot_words(data: bytes) -> list[tuple[int, int]]:
+    """Every slot of a record's bytes as ``(sid, ticks)``, free ones included."""
+    words = array.array("q")
+    words.frombytes(data[: len(data) - len(data) % SLOT])
+    return list(zip(words[::2], words[1::2], strict=True))
 
 
 def parse_record(data: bytes) -> list[Recorded]:
-    """The live sessions in a record's bytes (blank or damaged slots are skipped)."""
-    found: list[Recorded] = []
-    for start in range(0, len(data) - SLOT + 1, SLOT):
-        fields = data[start : start + SLOT].split()
-        if len(fields) == 2 and fields[0].isdigit() and fields[1].isdigit():
-            sid = int(fields[0])
-            if sid > 1:
-                found.append(Recorded(sid, int(fields[1])))
-    return found
+    """The live sessions in a record's bytes (free or damaged slots are skipped)."""
+    return [Recorded(sid, ticks) for sid, ticks in slot_words(data) if sid > 1 and ticks > 0]
 
 
 def read_record_fd(fd: int) -> list[Recorded]:

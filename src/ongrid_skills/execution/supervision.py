@@ -1,11 +1,11 @@
 """Children die with their manager: the group records and this process's sentinel (Linux).
 
-The runner writes one 32-byte slot per running call into a *group record* right after the spawn
-and blanks it right before reaping the call's main process (two ``pwrite`` calls per call, no
-database transaction, nothing else). The record of a manager with a data dir is a file,
-``<data dir>/groups/<boot id>.<pid>.<start ticks>.groups``; without one (the Python API, tests,
-benchmarks) it is an anonymous memory file. The format and the careful killing are in
-:mod:`ongrid_skills.execution.sentinel`.
+The runner writes one slot per running call into a *group record* right after the spawn and
+frees it right before reaping the call's main process: two memory stores into a shared mapping of
+the record per call (no system call, no database transaction, nothing else). The record of a
+manager with a data dir is a file, ``<data dir>/groups/<boot id>.<pid>.<start ticks>.groups``;
+without one (the Python API, tests, benchmarks) it is an anonymous memory file. The format and
+the careful killing are in :mod:`ongrid_skills.execution.sentinel`.
 
 Two things read the records, and only once their manager is dead:
 
@@ -24,23 +24,26 @@ and never let a forked child inherit the pipe (the sentinel would outlive the ma
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import logging
+import mmap
 import os
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 
 from ongrid_skills.execution import sentinel
-from ongrid_skills.execution.sentinel import BLANK, SLOT, boot_ticks, slot_bytes
 
 LOG = logging.getLogger("ongrid_skills.runner")
 SUPPORTED = sys.platform.startswith("linux")
 SENTINEL_GRACE_SECONDS = 2.0  # the runner's KILL_GRACE_SECONDS
 CHECK_SECONDS = 1.0  # how often a spawn checks that the sentinel is still there
 SUFFIX = ".groups"
+TICKS = os.sysconf("SC_CLK_TCK")  # the unit of start times in /proc/<pid>/stat
 
 
 def groups_dir_of(data_dir: str) -> str:
@@ -51,19 +54,31 @@ def groups_dir_of(data_dir: str) -> str:
 class GroupRecord:
     """The slots of one record: which calls of this process are running. Thread-safe.
 
-    Lean on purpose (it runs on every call): each slot operation is one atomic call under the
-    GIL (``list.pop``, ``next`` on a counter, ``list.append``), so no lock is taken."""
+    Lean on purpose, it runs on every call: the file is mapped shared, so recording a call is
+    two 8-byte stores into the page cache (no system call; a process reading the file sees them
+    at once, and they outlive the writer's death), and each slot operation is one atomic call
+    under the GIL (``list.pop``, ``next`` on a counter, ``list.append``): no lock but to grow.
+    """
 
     def __init__(self, fd: int, path: str | None, owner: Supervision) -> None:
         self.fd = fd
         self.path = path
         self.owner = owner
         self.free: list[int] = []
-        self.slots = itertools.count()  # slots ever used: the file is that long
+        self.slots = itertools.count()
+        self.lock = threading.Lock()
+        self.maps: list[mmap.mmap] = []  # kept: a thread may still hold an older, smaller view
+        self.words = self._map(mmap.PAGESIZE)
+
+    def _map(self, size: int) -> memoryview:
+        os.ftruncate(self.fd, size)
+        mapped = mmap.mmap(self.fd, size)
+        self.maps.append(mapped)
+        return memoryview(mapped).cast("q")
 
     @property
     def live(self) -> int:
-        """How many calls the record holds as running now (read back from the record)."""
+        """How many calls the record holds as running now (read back from the file)."""
         return len(sentinel.read_record_fd(self.fd))
 
     def add(self, sid: int) -> int:
@@ -75,21 +90,23 @@ class GroupRecord:
             slot = self.free.pop()
         except IndexError:
             slot = next(self.slots)
-        try:
-            os.pwrite(self.fd, slot_bytes(sid, boot_ticks()), slot * SLOT)  # see sentinel.py
-        except OSError as exc:  # a full disk must not stop the call
-            LOG.warning("cannot record process group %d: %s", sid, exc)
+        at = 2 * slot
+        words = self.words if at < len(self.words) else self._grow(at)
+        words[at + 1] = int(time.clock_gettime(time.CLOCK_BOOTTIME) * TICKS) + 1
+        words[at] = sid  # last: a non-zero id is what makes the slot live
         return slot
 
     def remove(self, slot: int) -> None:
         """The call in ``slot`` is over: its group was killed and its main process is not
         reaped yet (so its id could not have been reused)."""
-        try:
-            os.pwrite(self.fd, BLANK, slot * SLOT)
-        except OSError:  # only an I/O error on disk: never reuse a slot that may not be blank
-            LOG.warning("cannot clear a group record slot: it stays taken")
-        else:
-            self.free.append(slot)
+        self.words[2 * slot] = 0
+        self.free.append(slot)
+
+    def _grow(self, at: int) -> memoryview:
+        with self.lock:
+            while at >= len(self.words):
+                self.words = self._map(2 * len(self.words) * 8)
+            return self.words
 
 
 class Supervision:
@@ -109,24 +126,26 @@ class Supervision:
     def sentinel_pid(self) -> int | None:
         return self.proc.pid if self.proc is not None else None
 
-    def record(self, groups_dir: str | None) -> GroupRecord:
+    def record(self, groups_dir: str | None) -> GroupRecord | None:
         """The record for calls of a manager with this groups dir (None: the anonymous one).
 
         Starts the sentinel on first use. A groups dir that cannot be written falls back to
-        the anonymous record: the sentinel still protects those calls, recovery cannot."""
+        the anonymous record: the sentinel still protects those calls, recovery cannot. None
+        when not even the anonymous record can be made (calls then run unsupervised)."""
         with self.lock:
             if self.anonymous is None:
-                self.anonymous = GroupRecord(_anonymous_fd(), None, self)
+                self.anonymous = _opened(_anonymous_fd, None, self)
+                if self.anonymous is None:
+                    self._failed("no memory file for the record")
+                    return None
                 self._start()
             if groups_dir is None:
                 return self.anonymous
             path = record_path(groups_dir)
             found = self.named.get(path)
             if found is None:
-                try:
-                    found = GroupRecord(_create_record(path), path, self)
-                except OSError as exc:
-                    LOG.warning("cannot keep a group record in %s: %s", groups_dir, exc)
+                found = _opened(functools.partial(_create_record, path), path, self)
+                if found is None:
                     return self.anonymous
                 self.named[path] = found
                 self._send(_named(path))
@@ -238,6 +257,18 @@ def _after_fork() -> None:
         _ThisProcess.current.forget()
     _ThisProcess.current = None
     _ThisProcess.lock = threading.Lock()  # the parent may have held it at the fork
+
+
+def _opened(create: Callable[[], int], path: str | None, owner: Supervision) -> GroupRecord | None:
+    fd = -1
+    try:
+        fd = create()
+        return GroupRecord(fd, path, owner)
+    except (OSError, ValueError) as exc:
+        LOG.warning("cannot keep a group record %s: %s", path or "in memory", exc)
+        if fd >= 0:
+            os.close(fd)
+        return None
 
 
 def _anonymous_fd() -> int:
