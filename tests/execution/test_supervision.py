@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from ongrid_skills.execution import sentinel
 from ongrid_skills.execution.runner import SubprocessRunner
 from ongrid_skills.execution.sentinel import encode_slots, parse_record, slot_words
 from ongrid_skills.execution.supervision import (
@@ -274,6 +275,22 @@ def test_many_calls_leave_the_record_blank_and_small_and_the_sentinel_unchanged(
     assert 1 <= len(used) <= 9  # one slot per call running at once, reused
     assert all(sid == 0 for sid, _ticks in used)
     assert rss_kib(sentinel) <= rss_before + 64
+
+
+def test_a_record_grows_past_a_page_of_slots_and_reads_back_exactly(tmp_path: Path) -> None:
+    record = supervision().record(str(tmp_path / "groups"))
+    assert record is not None and record.path is not None
+    beyond_pid_max = (1 << 22) + 1  # no process has these ids: nothing to kill if we die now
+    slots = [record.add(beyond_pid_max + i) for i in range(600)]
+    recorded = sentinel.read_record(record.path)
+    assert sorted(r.sid for r in recorded) == [beyond_pid_max + i for i in range(600)]
+    for slot in slots[::2]:
+        record.remove(slot)
+    assert record.live == 300
+    for slot in slots[1::2]:
+        record.remove(slot)
+    assert record.live == 0
+    assert len(set(slots)) == 600
 
 
 # ---- start-up recovery --------------------------------------------------------------------------

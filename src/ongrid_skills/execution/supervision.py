@@ -82,7 +82,8 @@ class GroupRecord:
         return len(sentinel.read_record_fd(self.fd))
 
     def add(self, sid: int) -> int:
-        """Record a call whose main process (its session id) is ``sid``; returns its slot."""
+        """Record a call whose main process (its session id) is ``sid``; returns its slot
+        (-1 when the record cannot grow: the call runs unrecorded rather than not at all)."""
         owner = self.owner
         if time.monotonic() - owner.checked >= CHECK_SECONDS:
             owner.check()
@@ -92,6 +93,9 @@ class GroupRecord:
             slot = next(self.slots)
         at = 2 * slot
         words = self.words if at < len(self.words) else self._grow(at)
+        if words is None:
+            self.free.append(slot)
+            return -1
         words[at + 1] = int(time.clock_gettime(time.CLOCK_BOOTTIME) * TICKS) + 1
         words[at] = sid  # last: a non-zero id is what makes the slot live
         return slot
@@ -99,13 +103,18 @@ class GroupRecord:
     def remove(self, slot: int) -> None:
         """The call in ``slot`` is over: its group was killed and its main process is not
         reaped yet (so its id could not have been reused)."""
-        self.words[2 * slot] = 0
-        self.free.append(slot)
+        if slot >= 0:
+            self.words[2 * slot] = 0
+            self.free.append(slot)
 
-    def _grow(self, at: int) -> memoryview:
+    def _grow(self, at: int) -> memoryview | None:
         with self.lock:
-            while at >= len(self.words):
-                self.words = self._map(2 * len(self.words) * 8)
+            try:
+                while at >= len(self.words):
+                    self.words = self._map(2 * len(self.words) * 8)
+            except (OSError, ValueError) as exc:
+                LOG.warning("cannot grow the group record: %s", exc)
+                return None
             return self.words
 
 
