@@ -128,12 +128,15 @@ def open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
-def child_processes(parent: int | None = None) -> dict[str, int]:
-    """Children of ``parent`` (default: this process) by state: ``zombies`` and ``alive``."""
+def child_processes(
+    parent: int | None = None, ignore: frozenset[int] = frozenset()
+) -> dict[str, int]:
+    """Children of ``parent`` (default: this process) by state: ``zombies`` and ``alive``;
+    the pids in ``ignore`` are not counted."""
     ppid = os.getpid() if parent is None else parent
     zombies = alive = 0
     for name in os.listdir("/proc"):
-        if not name.isdigit():
+        if not name.isdigit() or int(name) in ignore:
             continue
         try:
             with open(f"/proc/{name}/stat", "rb") as fh:

@@ -1,5 +1,8 @@
 """Leak benchmark: many runner calls, then no zombie children and no growth of open fds.
 
+The sentinel (the helper that kills the calls if this process dies) is a child that stays alive
+on purpose; it is not counted.
+
 Runs ``--calls`` (default 10,000) successful calls of the C child through
 ``SubprocessRunner.run`` at ``--concurrency`` (default 4), plus a few misbehaving ones (exit 3
 with a stderr line; a 60 s sleep killed by a short timeout) so the failure and kill paths are
@@ -52,8 +55,16 @@ def child_tree(child: Path) -> Iterator[Tree]:
         shutil.rmtree(root, ignore_errors=True)
 
 
+def sentinel_pid() -> int | None:
+    """This process's sentinel: a child kept alive on purpose (it kills the calls if we die)."""
+    from ongrid_skills.execution.supervision import supervision
+
+    return supervision().sentinel_pid
+
+
 def snapshot() -> dict[str, int]:
-    return {"fds": open_fds(), **child_processes()}
+    sentinel = sentinel_pid()
+    return {"fds": open_fds(), **child_processes(ignore=frozenset({sentinel} if sentinel else ()))}
 
 
 async def _settle(expected: dict[str, int], deadline_s: float = 2.0) -> dict[str, int]:
@@ -124,6 +135,10 @@ def run_bench(
 ) -> dict[str, Any]:
     binaries = build_c()
     with child_tree(binaries.child) as tree:
+        # Once per process, on the first spawn: the sentinel, its pipe and the call record.
+        from ongrid_skills.execution.supervision import supervision
+
+        supervision().record(None)
         outside_before = snapshot()
         before, after, statuses, elapsed = asyncio.run(
             _bench(tree, calls, concurrency, failing, timeouts)
@@ -149,6 +164,7 @@ def run_bench(
         "in_loop": {"before": before, "after": after},
         "outside_loop": {"before": outside_before, "after": outside_after},
         **leaks,
+        "sentinel": sentinel_pid(),
         "ok": ok,
     }
 
@@ -163,7 +179,7 @@ def report_lines(res: dict[str, Any]) -> list[str]:
         f"open fds in the loop: {b['fds']} before, {a['fds']} after;"
         f" outside it: {ob['fds']} before, {oa['fds']} after",
         f"children: zombies {a['zombies']} (after loop {oa['zombies']}),"
-        f" alive {a['alive']} (after loop {oa['alive']})",
+        f" alive {a['alive']} (after loop {oa['alive']}), besides the sentinel ({res['sentinel']})",
         "no leak: PASS" if res["ok"] else "LEAK: FAIL",
     ]
 

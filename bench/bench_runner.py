@@ -146,14 +146,16 @@ def _cpu_us() -> float:
     return (ru.ru_utime + ru.ru_stime) * 1e6
 
 
-def make_runner_call(tree: SkillTree) -> Call:
-    """One ``SubprocessRunner.run`` of the C child; raises unless it succeeded."""
+def make_runner_call(tree: SkillTree, supervise: bool = True) -> Call:
+    """One ``SubprocessRunner.run`` of the C child; raises unless it succeeded.
+
+    ``supervise=False``: without the group record and sentinel (what the runner cost before)."""
     from ongrid_skills.execution.runner import SpawnSpec, SubprocessRunner
 
     spec = SpawnSpec(
         entry=tree.entry, root=tree.root, cwd=tree.folder, env={}, timeout_seconds=30.0
     )
-    runner = SubprocessRunner()
+    runner = SubprocessRunner(supervise=supervise)
 
     async def call() -> None:
         outcome = await runner.run(spec, PAYLOAD, on_event=None)
@@ -279,6 +281,7 @@ class Options:
     warmup: int = 200
     concurrencies: tuple[int, ...] = CONCURRENCIES
     execute: bool = True
+    unsupervised: bool = False
     verbose: bool = True
 
 
@@ -294,6 +297,9 @@ async def _bench(binaries: CBinaries, tree: SkillTree, opts: Options) -> dict[st
     ]
     if opts.execute:
         sides.append(PythonSide("execute", make_execute_call(tree), opts.concurrencies))
+    if opts.unsupervised:
+        call = make_runner_call(tree, supervise=False)
+        sides.append(PythonSide("unsupervised", call, opts.concurrencies))
 
     # Warm-up: page cache, dynamic loader, imports, the runner's first-use state, validators.
     for side in sides:
@@ -318,6 +324,7 @@ async def _bench(binaries: CBinaries, tree: SkillTree, opts: Options) -> dict[st
                 eprint(f"  sweep {r + 1}/{opts.sweep_reps} {side.name:8} calls/s by level", *rates)
 
     floor, runner = sides[0].result, sides[1].result
+    by_name = {side.name: side.result for side in sides}
     out: dict[str, Any] = {
         "block_calls": opts.block_calls,
         "blocks": opts.blocks,
@@ -333,8 +340,17 @@ async def _bench(binaries: CBinaries, tree: SkillTree, opts: Options) -> dict[st
     }
     out["runner_call_ok"] = out["runner_call_ratio"] <= TARGET_CALL_RATIO
     out["runner_throughput_ok"] = out["runner_throughput_ratio"] >= TARGET_THROUGHPUT_RATIO
+    if opts.unsupervised:
+        bare = by_name["unsupervised"].to_dict()
+        out["unsupervised"] = bare
+        out["supervision_p50_us"] = runner.p50_us - bare["p50_us"]
+        out["supervision_median_p50_us"] = (
+            runner.to_dict()["median_block_p50_us"] - bare["median_block_p50_us"]
+        )
+        out["supervision_cpu_us"] = runner.to_dict()["parent_cpu_us"] - bare["parent_cpu_us"]
+        out["supervision_throughput_ratio"] = runner.best_cps / bare["best_cps"]
     if opts.execute:
-        execute = sides[2].result
+        execute = by_name["execute"]
         out["execute"] = execute.to_dict()
         out["execute_call_ratio"] = execute.p50_us / floor.p50_us
         out["execute_throughput_ratio"] = execute.best_cps / floor.best_cps
@@ -378,6 +394,13 @@ def report_lines(res: dict[str, Any]) -> list[str]:
             f"  per call {res['execute_call_ratio']:.2f}× floor,"
             f" {res['execute_minus_runner_us']:+.0f} µs vs runner.run;"
             f" throughput {res['execute_throughput_ratio']:.2f}× floor",
+        ]
+    if "unsupervised" in res:
+        lines += [
+            side("unsupervised", res["unsupervised"]),
+            f"  supervision costs {res['supervision_p50_us']:+.0f} µs p50 (median blocks"
+            f" {res['supervision_median_p50_us']:+.0f} µs), {res['supervision_cpu_us']:+.0f} µs"
+            f" parent CPU; throughput {res['supervision_throughput_ratio']:.3f}× unsupervised",
         ]
     return lines
 
@@ -426,6 +449,11 @@ def parse_args(argv: list[str] | None) -> tuple[Options, argparse.Namespace]:
         help="comma-separated concurrency levels of the throughput sweep",
     )
     p.add_argument("--no-execute", action="store_true", help="skip ongrid_skills.execute")
+    p.add_argument(
+        "--unsupervised",
+        action="store_true",
+        help="also measure the runner without group record and sentinel, interleaved",
+    )
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.add_argument("--profile", type=int, metavar="N", help="cProfile N serial calls instead")
     p.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
@@ -438,6 +466,7 @@ def parse_args(argv: list[str] | None) -> tuple[Options, argparse.Namespace]:
         warmup=ns.warmup,
         concurrencies=tuple(int(c) for c in ns.concurrency.split(",") if c.strip()),
         execute=not ns.no_execute,
+        unsupervised=ns.unsupervised,
     )
     return opts, ns
 

@@ -31,6 +31,7 @@ from ongrid_skills.errors import (
 from ongrid_skills.execution.pipeline import check_runnable, check_transportable, run_skill
 from ongrid_skills.execution.records import ErrorInfo, Event, EventSink, Execution, Status
 from ongrid_skills.execution.runner import Runner, SubprocessRunner
+from ongrid_skills.execution.supervision import groups_dir_of, kill_left_behind
 from ongrid_skills.execution.timeline import EventHub, Timeline
 from ongrid_skills.governance.gate import admit, may_cancel
 from ongrid_skills.governance.principal import Principal
@@ -70,7 +71,8 @@ class Manager:
         self.settings = settings
         self.store = store
         self.holder = holder
-        self.runner: Runner = runner or SubprocessRunner()
+        self.groups_dir = groups_dir_of(settings.data_dir)
+        self.runner: Runner = runner or SubprocessRunner(groups_dir=self.groups_dir)
         self.metrics = metrics or Metrics()
         self.clock = clock
         #: What built-ins may reach (files, network); a malformed setting fails here, at start.
@@ -101,10 +103,15 @@ class Manager:
 
     # ---- start-up ---------------------------------------------------------------------------
     async def recover(self) -> None:
-        """Rows left running by a dead manager become interrupted; approved calls run.
+        """Calls left running by a dead manager are killed and their rows become interrupted;
+        approved calls run.
 
         Called by :func:`ongrid_skills.runtime.open_manager` on the manager that owns the data
         dir only (see :class:`ongrid_skills.runtime.DataDirLock`)."""
+        # Normally the dead manager's sentinel has done this already; not if it died too.
+        killed = await asyncio.to_thread(kill_left_behind, self.groups_dir)
+        if killed:
+            LOG.warning("killed %d call(s) a dead manager had left running", killed)
         for execution in self.store.executions.unfinished():
             execution.status = Status.INTERRUPTED
             execution.error = ErrorInfo("interrupted", "the manager stopped while this call ran")

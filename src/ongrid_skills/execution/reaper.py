@@ -12,7 +12,8 @@ kills the ones that can be attributed to the ending call:
   cannot be theirs). Otherwise it is left for the sweep at the end of the next call.
 
 Processes the manager started itself in a new session through other code would look like
-orphans; ongrid-skills starts none, and embedders who do can disable the sweeper.
+orphans; ongrid-skills starts none (its sentinel, :mod:`ongrid_skills.execution.supervision`,
+stays in the manager's session for that reason), and embedders who do can disable the sweeper.
 
 Order matters: the runner sweeps only after it killed the call's process group and reaped its
 main process (see ``_Call._finish`` in :mod:`ongrid_skills.execution.runner`). Swept earlier,

@@ -11,6 +11,15 @@ What the bytes mean is not decided here: stdout goes to :mod:`ongrid_skills.exec
 budget, tail). Descendants that escaped the group (``setsid`` daemons) are found by the orphan
 sweeper (:mod:`ongrid_skills.execution.reaper`) and killed after every call.
 
+Children die with their manager, however it dies (:mod:`ongrid_skills.execution.supervision`):
+each call's session is written to a group record after the spawn and blanked before the reap,
+and one sentinel process per manager kills what is recorded when the manager's pipe to it closes.
+Why not ``PR_SET_PDEATHSIG``: it needs ``preexec_fn`` (which forces ``fork``, milliseconds per
+call) or a helper exec'd before the entry (one more exec per call, as much as the call itself);
+it fires when the spawning *thread* exits, not the process; and it reaches only the child, not
+its grandchildren. The record costs two memory stores per call; the sentinel, nothing until the
+end.
+
 It must never use a shell, inherit the manager's environment, block the event loop, or reap a
 child before its process group was killed (see :meth:`_Call._finish`).
 
@@ -36,6 +45,7 @@ from typing import IO, Any, Protocol
 from ongrid_skills.execution.reaper import OrphanReaper
 from ongrid_skills.execution.records import ErrorInfo, Event, EventSink, Status
 from ongrid_skills.execution.stderr import StderrTimeline
+from ongrid_skills.execution.supervision import SUPPORTED, GroupRecord, supervision
 from ongrid_skills.execution.wire import STDOUT_CAP, StdoutBuffer, decode_result
 from ongrid_skills.paths import check_entry
 
@@ -97,11 +107,18 @@ class SubprocessRunner:
         stdout_cap: int = STDOUT_CAP,
         kill_grace: float = KILL_GRACE_SECONDS,
         linger: float = LINGER_SECONDS,
+        supervise: bool = True,
+        groups_dir: str | None = None,
     ) -> None:
+        """``supervise``: record each call for the sentinel (Linux); ``groups_dir``: keep the
+        record there (a manager's data dir) so start-up recovery can read it too."""
         self.stdout_cap = stdout_cap
         self.kill_grace = kill_grace
         self.linger = linger
         self.reaper = OrphanReaper() if reap_orphans else None
+        self.supervise = supervise and SUPPORTED
+        self.groups_dir = groups_dir
+        self.record: GroupRecord | None = None
 
     async def run(
         self, spec: SpawnSpec, payload: bytes, on_event: EventSink | None = None
@@ -110,6 +127,10 @@ class SubprocessRunner:
         check = check_entry(spec.entry, spec.root, spec.shown_root or spec.root, spec.confine)
         if check.problem is not None:
             return RunOutcome(Status.FAILED, error=ErrorInfo("entry_rejected", check.problem))
+        record = self.record
+        if self.supervise and (record is None or record.fd < 0):  # first call, or forked
+            record = self.record = supervision().record(self.groups_dir)
+            self.supervise = record is not None
         started_wall = time.time()
         started = time.monotonic()
         try:
@@ -132,6 +153,8 @@ class SubprocessRunner:
                 started_at=started_wall,
             )
         call = _Call(self, proc, payload, spec.timeout_seconds, on_event)
+        if record is not None:
+            call.record, call.slot = record, record.add(proc.pid)
         if self.reaper is not None:
             self.reaper.call_started(proc.pid)
         try:
@@ -169,6 +192,8 @@ class _Call:
         on_event: EventSink | None,
     ) -> None:
         self.loop = asyncio.get_running_loop()
+        self.record: GroupRecord | None = None  # set by the runner once recorded
+        self.slot = -1
         self.runner = runner
         self.proc = proc
         self.pid = proc.pid
@@ -327,6 +352,7 @@ class _Call:
         # reaps every child of ours in the call's session: run before the reap, it would take
         # the leader itself (losing its exit status and counting it as an orphan).
         self._kill_group(signal.SIGKILL)  # leftovers of the group that closed their pipes
+        self._unrecord()  # before the reap, for the same reason: the id is still ours
         self.status = _reap(self.pid)
         self.proc.returncode = self.status
         if self.pidfd is not None:
@@ -361,6 +387,7 @@ class _Call:
         self._finish_quietly(then)
 
     def _finish_quietly(self, then: Callable[[], object] | None = None) -> None:
+        self._unrecord()
         with contextlib.suppress(Exception):
             self.status = _reap(self.pid)
             self.proc.returncode = self.status
@@ -370,6 +397,11 @@ class _Call:
         if then is not None:
             with contextlib.suppress(Exception):
                 then()
+
+    def _unrecord(self) -> None:
+        if self.record is not None:
+            self.record.remove(self.slot)
+            self.record = None
 
     # ---- result ---------------------------------------------------------------------------
     def outcome(self) -> RunOutcome:
