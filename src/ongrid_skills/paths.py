@@ -189,14 +189,20 @@ def read_regular(path: str, limit: int) -> bytes:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise NotRegularFile("not a regular file")
-        chunks: list[bytes] = []
-        size = 0
-        while size < limit:
-            chunk = os.read(fd, limit - size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-        return b"".join(chunks)
+        return read_up_to(fd, limit)
     finally:
         os.close(fd)
+
+
+def read_up_to(fd: int, limit: int) -> bytes:
+    """At most ``limit`` bytes from ``fd`` (fewer at end of file), read in as few calls as the
+    kernel allows."""
+    chunks: list[bytes] = []
+    size = 0
+    while size < limit:
+        chunk = os.read(fd, limit - size)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)

@@ -30,7 +30,7 @@ from ongrid_skills.errors import (
     NotAFile,
     OutsideSkill,
 )
-from ongrid_skills.paths import is_within
+from ongrid_skills.paths import is_within, read_up_to
 
 MAX_FILE_BYTES = 256 * 1024
 MAX_LISTED_FILES = 200
@@ -156,7 +156,7 @@ def read_file(folder: str, relative: str) -> FileText:
             raise BundledFileTooLarge(
                 f"{normal!r} is {st.st_size} bytes, over the {MAX_FILE_BYTES}-byte cap"
             )
-        raw = _read(fd, MAX_FILE_BYTES + 1)
+        raw = read_up_to(fd, MAX_FILE_BYTES + 1)
     finally:
         os.close(fd)
     if len(raw) > MAX_FILE_BYTES:  # it grew since fstat
@@ -185,15 +185,3 @@ def _still_inside(fd: int, folder: str, shown: str) -> None:
         return
     if not is_within(opened, folder):
         raise OutsideSkill(f"{shown!r} resolves outside the skill's folder")
-
-
-def _read(fd: int, limit: int) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
-    while size < limit:
-        chunk = os.read(fd, limit - size)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        size += len(chunk)
-    return b"".join(chunks)
