@@ -12,7 +12,7 @@ subprocess speaking JSON, and stream its stderr into a live timeline::
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ongrid_skills.errors import (
     ApprovalRequired,
@@ -27,12 +27,16 @@ from ongrid_skills.errors import (
 )
 from ongrid_skills.execution.pipeline import execute
 from ongrid_skills.execution.records import Event, Execution, Status
-from ongrid_skills.runtime import load_registry
 from ongrid_skills.settings import Settings
 from ongrid_skills.skills.model import Skill
 from ongrid_skills.skills.persona import Persona
 from ongrid_skills.skills.registry import Registry
 from ongrid_skills.types import PermissionMode, Role, SkillClass
+
+if TYPE_CHECKING:
+    # Imported on first use (see __getattr__): the runtime brings the store (SQLAlchemy,
+    # Alembic), which commands such as ``--version``, ``list`` or ``run`` never need.
+    from ongrid_skills.runtime import load_registry
 
 __all__ = [
     "ApprovalRequired",
@@ -61,6 +65,10 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
+    if name == "load_registry":
+        from ongrid_skills.runtime import load_registry  # noqa: PLC0415
+
+        return load_registry
     if name == "__version__":
         from importlib.metadata import version  # noqa: PLC0415
 

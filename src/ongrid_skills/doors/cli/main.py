@@ -35,7 +35,6 @@ from ongrid_skills.execution.pipeline import execute
 from ongrid_skills.execution.records import Event, Execution, Status
 from ongrid_skills.governance.gate import offered
 from ongrid_skills.governance.principal import local_user
-from ongrid_skills.runtime import load_registry
 from ongrid_skills.settings import Settings
 from ongrid_skills.skills import lint as validate
 from ongrid_skills.skills import scaffold
@@ -94,6 +93,9 @@ class Context:
         """The registry of the configured dirs plus the ``-d`` ones, loader lines on stderr."""
         settings = self.settings()
         dirs = (*settings.external_dirs, *self.skills_dirs)
+        # The runtime brings the store (SQLAlchemy, Alembic): loaded only by commands that load.
+        from ongrid_skills.runtime import load_registry  # noqa: PLC0415
+
         return load_registry(external_dirs=dirs, settings=settings, log=self.loader_line)
 
     def loader_line(self, line: str) -> None:

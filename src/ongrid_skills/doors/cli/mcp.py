@@ -17,16 +17,18 @@ import os
 import signal
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import click
 
 from ongrid_skills.errors import SkillError
 from ongrid_skills.governance.principal import Principal, local_user
-from ongrid_skills.manager import Manager
-from ongrid_skills.runtime import open_manager, reload_triggers
 from ongrid_skills.settings import Settings
 from ongrid_skills.skills.discovery import LogSink
 from ongrid_skills.types import Role
+
+if TYPE_CHECKING:  # the manager and the store load only when ``mcp`` runs, not on every command
+    from ongrid_skills.manager import Manager
 
 LOG = logging.getLogger("ongrid_skills.mcp")
 
@@ -62,6 +64,7 @@ def mcp_command(ctx: click.Context, persona: str | None, watch: bool) -> None:
 
 async def _serve(settings: Settings, persona: str | None, watch: bool, sink: LogSink) -> None:
     from ongrid_skills.doors.mcp import serve_stdio  # noqa: PLC0415 - the MCP SDK is slow to import
+    from ongrid_skills.runtime import open_manager, reload_triggers  # noqa: PLC0415
 
     async with (
         open_manager(settings, loader_sink=sink) as manager,
