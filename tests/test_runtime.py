@@ -122,8 +122,8 @@ def test_a_pending_approval_survives_a_restart_and_approving_it_then_runs_the_ca
         asked = api.call("POST", "/v1/skills/restart_service/execute", "olga", json={"args": ARGS})
         assert asked.status_code == 202, asked.text
         first = api.serve
-    # uvicorn shuts down gracefully on SIGTERM, then re-raises the signal it caught
-    assert first.proc.returncode in (0, -signal.SIGTERM)
+    # a graceful stop on SIGTERM ends with status 0
+    assert first.proc.returncode == 0
     pending = asked.json()
 
     with serving(data_dir, skills_root, tokens) as api:

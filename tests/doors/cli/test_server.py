@@ -13,6 +13,8 @@ import os
 import pty
 import re
 import select
+import signal
+import socket
 import stat
 import subprocess
 import time
@@ -449,3 +451,27 @@ def test_token_create_while_the_server_runs_leaves_the_server_working(remote: Re
     ran = remote.http("POST", "/v1/skills/echo/execute", "olga", json={"args": {}})
     assert ran.status_code == 200, ran.text
     assert remote.http("GET", "/v1/audit/verify", "admin").json()["ok"] is True
+
+
+def test_serve_says_serving_only_once_bound_and_names_a_busy_address(tmp_path: Path) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        env = {"PATH": os.environ["PATH"], "ONGRID_DATA_DIR": str(tmp_path / "data")}
+        done = subprocess.run(
+            [CLI, "-q", "serve", "--port", str(port)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
+    assert done.returncode == 1
+    assert "serving on" not in done.stdout
+    assert f"cannot listen on 127.0.0.1:{port}" in done.stderr
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_graceful_stop_prints_a_line_and_exits_0(tmp_path: Path, sig: signal.Signals) -> None:
+    process = start_serve(tmp_path / "data", {}, startup_lines=2)
+    rest = stop(process, sig)
+    assert process.proc.returncode == 0
+    assert f"ongrid-skills: stopped ({sig.name})" in rest

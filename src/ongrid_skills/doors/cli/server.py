@@ -6,6 +6,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
+import socket
 import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -60,30 +62,52 @@ def register(cli: click.Group) -> None:
 @click.option("--access-log", is_flag=True, help="Log every HTTP request.")
 @click.pass_context
 def serve(ctx: click.Context, host: str, port: int, watch: bool, access_log: bool) -> None:
-    """Serve the REST API (and, later, the web UI and MCP over HTTP)."""
+    """Serve the REST API and MCP over streamable HTTP (at /mcp), behind bearer tokens."""
     import uvicorn  # noqa: PLC0415 - lazy: see above
 
     from ongrid_skills.doors.asgi import create_app  # noqa: PLC0415
+    from ongrid_skills.doors.cli.serving import GracefulServer  # noqa: PLC0415
     from ongrid_skills.runtime import bootstrap_admin_token  # noqa: PLC0415
 
     settings = ctx.obj.settings()
+    # Bind before announcing anything: "serving on" is said only once the socket is ours.
+    try:
+        sock = socket.create_server((host, port), family=_family(host), backlog=2048)
+    except OSError as exc:
+        raise click.ClickException(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
     store = _store(ctx)
     first = bootstrap_admin_token(store)
-    click.echo(f"ongrid-skills: serving on http://{host}:{port} (data in {settings.data_dir})")
+    click.echo(
+        f"ongrid-skills: serving on http://{_shown(host)}:{port} (data in {settings.data_dir})"
+    )
     if first:
         _announce_first_token(*first, settings.data_dir)
     sys.stdout.flush()
     app = create_app(settings, store=store, loader_sink=ctx.obj.loader_line, watch=watch)
-    uvicorn.run(
+    config = uvicorn.Config(
         app,
-        host=host,
-        port=port,
         log_level="warning",
         access_log=access_log,
         http="h11",
         h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES,
     )
-    store.close()
+    server = GracefulServer(config)
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+        store.close()
+    if server.stopped_by is not None:
+        name = signal.Signals(server.stopped_by).name
+        click.echo(f"ongrid-skills: stopped ({name}); calls in flight were recorded as interrupted")
+
+
+def _family(host: str) -> socket.AddressFamily:
+    return socket.AF_INET6 if ":" in host else socket.AF_INET
+
+
+def _shown(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
 
 
 #: Where the first-start admin token goes when stdout is not a terminal (mode 0600).
