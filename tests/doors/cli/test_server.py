@@ -475,3 +475,18 @@ def test_a_graceful_stop_prints_a_line_and_exits_0(tmp_path: Path, sig: signal.S
     rest = stop(process, sig)
     assert process.proc.returncode == 0
     assert f"ongrid-skills: stopped ({sig.name})" in rest
+
+
+def test_a_command_talking_to_the_server_prints_no_library_log_lines(tmp_path: Path) -> None:
+    process = start_serve(tmp_path / "data", {}, startup_lines=2)
+    try:
+        token = (tmp_path / "data" / "first-admin-token").read_text().strip()
+        env = {"PATH": os.environ["PATH"], "ONGRID_URL": process.url, "ONGRID_TOKEN": token}
+        done = subprocess.run(
+            [CLI, "approvals", "list"], capture_output=True, text=True, env=env, timeout=60
+        )
+    finally:
+        stop(process)
+    assert done.returncode == 0, done.stderr
+    assert "HTTP Request" not in done.stderr
+    assert "INFO" not in done.stderr

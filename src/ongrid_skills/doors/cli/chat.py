@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import logging
 import os
 import sys
 from typing import TYPE_CHECKING, Any
@@ -61,8 +60,6 @@ def chat(
 ) -> None:
     """Talk to the agent kernel: an LLM driving the skills of one persona."""
     settings = _settings(obj.settings(), obj.skills_dirs, provider, base_url)
-    for name in ("httpx", "httpx2", "openai", "anthropic"):  # no per-request INFO lines
-        logging.getLogger(name).setLevel(logging.WARNING)
     view = Terminal(interactive=message is None)
     try:
         code = asyncio.run(_chat(settings, obj.loader_line, persona, message, model, as_json, view))

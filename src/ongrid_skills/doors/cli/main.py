@@ -64,6 +64,18 @@ STATUS_EXIT = {
 
 AUDIT = logging.getLogger("ongrid_skills.audit")
 
+#: Libraries that log every request or file event at INFO (httpx: "HTTP Request: GET …",
+#: watchfiles: "N changes detected"); a command shows only warnings from them.
+QUIET_LIBRARIES = (
+    "alembic",
+    "anthropic",
+    "httpx",
+    "httpx2",
+    "mcp",
+    "openai",
+    "watchfiles",
+)
+
 
 class Context:
     """The group's options, handed to every command; settings and registry load on demand."""
@@ -131,7 +143,8 @@ def cli(ctx: click.Context, config: str | None, skills_dirs: tuple[str, ...], qu
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("ongrid_skills.loader").propagate = False
-    logging.getLogger("alembic").setLevel(logging.WARNING)
+    for name in QUIET_LIBRARIES:  # their INFO lines are noise in a command's output
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 @cli.command("list")

@@ -36,8 +36,6 @@ LOG = logging.getLogger("ongrid_skills.mcp")
 def register(cli: click.Group) -> None:
     """Add ``mcp`` to the ``ongrid-skills`` command group."""
     cli.add_command(mcp_command)
-    # The SDK logs every session at INFO; the doors report what matters themselves.
-    logging.getLogger("mcp").setLevel(logging.WARNING)
 
 
 def mcp_principal() -> Principal:
