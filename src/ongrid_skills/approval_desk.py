@@ -293,16 +293,16 @@ class ApprovalDesk:
         requester as they are now (a persona reloaded stricter, a role lowered or a token
         revoked since the request voids it). ``pending=False``: the request is already approved.
         """
-        void = self._void_reason(approval)
+        registry = self.runs.registry  # one snapshot: the skill returned is the one checked
+        void = self._void_reason(approval, registry)
         if void is None:
-            return self.runs.registry.get(approval.skill)
+            return registry.get(approval.skill)
         code, reason = void
         self._close(approval, "void", "manager", reason, pending=pending, code=code)
         raise Conflict(reason)
 
-    def _void_reason(self, approval: Approval) -> tuple[str, str] | None:
-        """(error code, reason) when the request may no longer run, else None."""
-        registry = self.runs.registry
+    def _void_reason(self, approval: Approval, registry: Registry) -> tuple[str, str] | None:
+        """(error code, reason) when the request may no longer run on ``registry``, else None."""
         skill = registry.skills.get(approval.skill)
         moved = skill is not None and skill.target is not None and skill.target.changed_on_disk()
         if skill is None or moved or skill.definition_hash != approval.definition_hash:
