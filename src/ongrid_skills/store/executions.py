@@ -18,6 +18,7 @@ from ongrid_skills.errors import InvalidRequest
 from ongrid_skills.execution.records import ErrorInfo, Event, Execution, Status
 from ongrid_skills.store.connection import Database
 from ongrid_skills.store.models import EventRow, ExecutionRow
+from ongrid_skills.store.prefix import id_starts_with
 from ongrid_skills.store.rawsql import dumps
 
 _EXEC = cast(Table, ExecutionRow.__table__)
@@ -206,9 +207,13 @@ class ExecutionRepo:
         status: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        id_prefix: str | None = None,
     ) -> tuple[list[Execution], str | None]:
-        """Newest first; ``cursor`` is the opaque value of the previous page's ``next_cursor``."""
+        """Newest first; ``cursor`` is the opaque value of the previous page's ``next_cursor``;
+        ``id_prefix``: only the executions whose id starts with these hex digits."""
         query = select(_EXEC).order_by(_EXEC.c.created_at.desc(), _EXEC.c.id.desc())
+        if id_prefix:
+            query = query.where(id_starts_with(_EXEC.c.id, id_prefix))
         if skill:
             query = query.where(_EXEC.c.skill == skill)
         if status:

@@ -30,6 +30,15 @@ from ongrid_skills.types import Role, SkillClass
 
 router = APIRouter()
 Caller = Annotated[Principal, Depends(request_principal)]
+#: ``?id_prefix=``: the objects whose id starts with these hex digits (how the CLI resolves a
+#: short id without listing everything).
+IdPrefix = Annotated[
+    str | None,
+    Query(
+        pattern="^[0-9a-fA-F]{1,32}$",
+        description="Only the objects whose id starts with these hex digits.",
+    ),
+]
 
 
 async def manager_of(request: Request) -> Manager:
@@ -134,11 +143,12 @@ async def list_executions(
     ] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: Annotated[str | None, Query(max_length=300)] = None,
+    id_prefix: IdPrefix = None,
 ) -> Response:
     if status is not None and status not in {s.value for s in Status}:
         raise InvalidRequest(f"unknown status {status!r}")
     items, next_cursor = manager.store.executions.page(
-        skill=skill, status=status, limit=limit, cursor=cursor
+        skill=skill, status=status, limit=limit, cursor=cursor, id_prefix=id_prefix
     )
     # Results are spliced in verbatim (Execution.to_json): never re-serialised, so a deep or
     # big result can neither break nor slow this listing.
@@ -230,9 +240,10 @@ async def list_approvals(
     _caller: Caller,
     status: str | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    id_prefix: IdPrefix = None,
 ) -> dict[str, Any]:
     manager.desk.expire_due()
-    items = manager.store.approvals.query(status=status, limit=limit)
+    items = manager.store.approvals.query(status=status, limit=limit, id_prefix=id_prefix)
     return {"items": [a.to_dict() for a in items], "total": len(items)}
 
 
