@@ -191,21 +191,34 @@ SSE_ANSWER: dict[int | str, dict[str, Any]] = {
     responses={**SSE_ANSWER, **responses(404)},
 )
 async def execution_events(
-    execution_id: str, manager: Mgr, _caller: Caller, follow: bool = True
+    execution_id: str,
+    manager: Mgr,
+    _caller: Caller,
+    follow: bool = True,
+    last_event_id: Annotated[
+        int | None,
+        Header(
+            alias="Last-Event-ID",
+            ge=0,
+            description="Resume after this event number (what a reconnecting client sends).",
+        ),
+    ] = None,
 ) -> EventSourceResponse:
-    """The timeline so far, then (``follow``, the default) live events until the end."""
+    """The timeline so far, then (``follow``, the default) live events until the end. With
+    ``Last-Event-ID: N`` only the events after number N: a client whose stream broke resumes
+    where it was, without a line twice."""
     execution = manager.get(execution_id)
-    return EventSourceResponse(_stream(manager, execution, follow))
+    return EventSourceResponse(_stream(manager, execution, follow, last_event_id or 0))
 
 
 async def _stream(
-    manager: Manager, execution: Execution, follow: bool = True
+    manager: Manager, execution: Execution, follow: bool = True, after: int = 0
 ) -> AsyncIterator[dict[str, Any]]:
     timeline = manager.hub.get(execution.id)
     if timeline is None:
         current = manager.get(execution.id)
         if current.status.final or not follow:
-            for seq, event in manager.store.executions.events(execution.id):
+            for seq, event in manager.store.executions.events(execution.id, after):
                 yield sse_message(seq, event)
             yield {"event": "end", "data": current.to_json()}
             return
@@ -214,11 +227,11 @@ async def _stream(
             timeline.events.extend(manager.store.executions.events(execution.id))
             timeline.flushed = len(timeline.events)
     if not follow:  # what happened so far, then the execution as it is now
-        for seq, event in list(timeline.events):
+        for seq, event in list(timeline.events[after:]):
             yield sse_message(seq, event)
         yield {"event": "end", "data": manager.get(execution.id).to_json()}
         return
-    async for seq, event in timeline.follow():
+    async for seq, event in timeline.follow(after):
         yield sse_message(seq, event)
     yield {"event": "end", "data": manager.get(execution.id).to_json()}
 
