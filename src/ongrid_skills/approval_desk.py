@@ -10,6 +10,7 @@ Rules, all enforced here and nowhere else:
 - For dangerous skills a human requester who confirmed explicitly counts as the first signer.
 - When the last signature lands, the call runs server-side with the frozen args.
 
+Every change of a request is told to :attr:`ApprovalDesk.feed` once its transaction committed.
 The desk sees the manager only through the narrow :class:`Runs` port (which is what keeps the two
 modules out of an import circle). It must never decide a permission itself (it asks
 :mod:`ongrid_skills.governance.gate`), never spawn a skill (``runs.start`` does), and never start
@@ -25,6 +26,7 @@ from typing import Protocol
 
 from sqlalchemy import Connection
 
+from ongrid_skills.approval_feed import ApprovalFeed
 from ongrid_skills.errors import Conflict, Forbidden, NotFound
 from ongrid_skills.execution.records import ErrorInfo, Event, Execution, Status, new_id
 from ongrid_skills.execution.timeline import EventHub
@@ -76,6 +78,8 @@ class ApprovalDesk:
         self.ttl_seconds = ttl_seconds
         self.clock = clock
         self._sweeper: asyncio.Task[None] | None = None
+        #: Every change of a request, told once committed (``GET /v1/approvals/events``).
+        self.feed = ApprovalFeed(store.approvals.get)
 
     # ---- requests ------------------------------------------------------------------------
     def request(
@@ -158,6 +162,7 @@ class ApprovalDesk:
                     )
                 ],
             )
+        self.feed.tell("requested", approval.id)
         self.metrics.pending_approvals.inc()
         return execution
 
@@ -232,6 +237,7 @@ class ApprovalDesk:
                     approval.id,
                     {"execution_id": approval.execution_id},
                 )
+        self.feed.tell("approved" if done else "signed", approval.id)
         if done:
             self.metrics.pending_approvals.dec()
             self._run(approval)
@@ -385,6 +391,7 @@ class ApprovalDesk:
                 approval.id,
                 {"execution_id": approval.execution_id, "reason": reason},
             )
+        self.feed.tell(status, approval.id)
         if pending:
             self.metrics.pending_approvals.dec()
         self.hub.close(approval.execution_id)
