@@ -1,10 +1,11 @@
 """The ``ongrid-skills`` command: the one place that reads env/files and maps errors to exit codes.
 
-Exit codes: 0 ok, 1 the skill failed, 2 usage or invalid input, 3 denied by policy (or a
-confirmation is missing), 4 pending approval, 124 timed out. The commands that talk to a server
-(``approvals``, ``executions``; in ``doors/cli/server.py``) map the HTTP status instead: 403 → 3,
-other 4xx → 2, 5xx → 1. Commands never run a call themselves: ``run`` goes through
-:func:`ongrid_skills.execution.pipeline.execute`, like the Python API.
+Exit codes (:mod:`ongrid_skills.doors.cli.exits`): 0 ok, 1 the skill failed, 2 usage or invalid
+input, 3 denied by policy (or a confirmation is missing), 4 pending approval, 124 timed out. The
+commands that talk to a server map the HTTP status instead
+(:func:`ongrid_skills.doors.cli.remote.exit_code`): 403 → 3, other 4xx → 2, 5xx → 1. Commands
+never run a call themselves: ``run`` goes through :func:`ongrid_skills.execution.pipeline.execute`,
+like the Python API, or through a server's REST API (:mod:`ongrid_skills.doors.cli.remote_run`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,12 @@ from ongrid_skills.builtins.reach import Reach
 from ongrid_skills.doors.cli import chat as cli_agent
 from ongrid_skills.doors.cli import mcp as cli_mcp
 from ongrid_skills.doors.cli import server as cli_server
+from ongrid_skills.doors.cli.exits import (
+    EXIT_DENIED,
+    EXIT_FAILED,
+    EXIT_USAGE,
+    STATUS_EXIT,
+)
 from ongrid_skills.errors import (
     ApprovalRequired,
     Denied,
@@ -32,7 +39,7 @@ from ongrid_skills.errors import (
     SkillError,
 )
 from ongrid_skills.execution.pipeline import execute
-from ongrid_skills.execution.records import Event, Execution, Status
+from ongrid_skills.execution.records import Event, Execution
 from ongrid_skills.governance.gate import offered
 from ongrid_skills.governance.principal import local_user
 from ongrid_skills.settings import Settings
@@ -40,8 +47,6 @@ from ongrid_skills.skills import lint as validate
 from ongrid_skills.skills import scaffold
 from ongrid_skills.skills.registry import Registry
 from ongrid_skills.types import SkillClass
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_DENIED, EXIT_PENDING, EXIT_TIMEOUT = 0, 1, 2, 3, 4, 124
 
 #: Error codes → exit codes, for errors raised before anything runs.
 ERROR_EXIT = {
@@ -52,14 +57,6 @@ ERROR_EXIT = {
     "not_found": EXIT_USAGE,
     "denied": EXIT_DENIED,
     "approval_required": EXIT_DENIED,
-}
-#: Final statuses → exit codes.
-STATUS_EXIT = {
-    Status.SUCCEEDED: EXIT_OK,
-    Status.TIMED_OUT: EXIT_TIMEOUT,
-    Status.INVALID_ARGS: EXIT_USAGE,
-    Status.DENIED: EXIT_DENIED,
-    Status.PENDING_APPROVAL: EXIT_PENDING,
 }
 
 AUDIT = logging.getLogger("ongrid_skills.audit")

@@ -1,5 +1,6 @@
-"""Server-side CLI commands: serve, token, audit (local data dir), approvals and executions
-(against a running server with ``--url``/``--token`` or ``ONGRID_URL``/``ONGRID_TOKEN``)."""
+"""Server-side CLI commands on the local data dir: serve, token, audit. (The commands that talk
+to a running server, ``approvals`` and ``executions``, are in
+:mod:`ongrid_skills.doors.cli.remote_commands`.)"""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING
 
 import click
 
+from ongrid_skills.doors.cli import remote_commands
+from ongrid_skills.doors.cli.remote import fail as _fail
 from ongrid_skills.errors import SkillError
 from ongrid_skills.execution.records import iso
 from ongrid_skills.governance.principal import local_user
@@ -25,7 +27,6 @@ if TYPE_CHECKING:
 
 # The server stack (FastAPI, uvicorn, SQLAlchemy, httpx) is imported by the commands that use
 # it, not at start-up: `ongrid-skills list` and `run` stay fast.
-DEFAULT_URL = "http://127.0.0.1:8731"
 #: Largest request head (request line + headers) the server reads; beyond it uvicorn answers 400.
 #: uvicorn's httptools parser has no such bound (a client could send megabytes of headers), so
 #: serve uses its h11 parser, whose bound is ``h11_max_incomplete_event_size``.
@@ -51,8 +52,7 @@ def register(cli: click.Group) -> None:
     cli.add_command(serve)
     cli.add_command(token)
     cli.add_command(audit)
-    cli.add_command(approvals)
-    cli.add_command(executions)
+    remote_commands.register(cli)
 
 
 @click.command()
@@ -235,184 +235,3 @@ def audit_list(ctx: click.Context, limit: int, action: str | None, as_json: bool
             f"{e['seq']:>6} {iso(e['ts'])} {e['actor']:<16} {e['action']:<22} "
             f"{e['subject'] or '-'} {data[:160]}"
         )
-
-
-# ---- against a server -------------------------------------------------------------------
-def remote_options(func: Any) -> Any:
-    func = click.option("--token", envvar="ONGRID_TOKEN", help="API token (or ONGRID_TOKEN).")(func)
-    return click.option(
-        "--url",
-        envvar="ONGRID_URL",
-        default=DEFAULT_URL,
-        show_default=True,
-        help="Server URL (or ONGRID_URL).",
-    )(func)
-
-
-class Remote:
-    def __init__(self, url: str, token: str | None) -> None:
-        import httpx  # noqa: PLC0415 - lazy: see above
-
-        if not token:
-            _fail("a token is needed: --token or ONGRID_TOKEN")
-        self.httpx = httpx
-        self.client = httpx.Client(
-            base_url=url.rstrip("/"), headers={"Authorization": f"Bearer {token}"}, timeout=60
-        )
-        # Closed with the command (also when it exits early), not left to the garbage collector.
-        click.get_current_context().call_on_close(self.client.close)
-
-    def call(self, method: str, path: str, **kwargs: Any) -> Any:
-        try:
-            response = self.client.request(method, path, **kwargs)
-        except self.httpx.HTTPError as exc:
-            _fail(f"cannot reach the server: {exc}")
-        try:
-            body = response.json() if response.content else {}
-        except ValueError:  # not JSON: a proxy's page, uvicorn's plain-text 400…
-            body = {"error": {"message": response.text[:500]}}
-        if response.status_code >= 400:
-            error = body.get("error", {}) if isinstance(body, dict) else {}
-            _fail(
-                f"{error.get('code', response.status_code)}: {error.get('message', body)}",
-                code=_exit_code(response.status_code),
-            )
-        return body
-
-    def stream(self, path: str) -> Iterator[tuple[str, dict[str, Any]]]:
-        try:
-            with self.client.stream("GET", path, timeout=None) as response:
-                if response.status_code >= 400:
-                    response.read()
-                    _fail(
-                        f"{response.status_code}: {response.text[:500]}",
-                        code=_exit_code(response.status_code),
-                    )
-                event = "message"
-                for line in response.iter_lines():
-                    if line.startswith("event:"):
-                        event = line[6:].strip()
-                    elif line.startswith("data:"):
-                        yield event, json.loads(line[5:].strip())
-                    elif not line:
-                        event = "message"
-        except self.httpx.HTTPError as exc:
-            _fail(f"stream broken: {exc}")
-
-
-@click.group()
-def approvals() -> None:
-    """The approval inbox of a server."""
-
-
-@approvals.command("list")
-@click.option("--status", default="pending", show_default=True, help="Or '' for all.")
-@click.option("--json", "as_json", is_flag=True)
-@remote_options
-def approvals_list(status: str, as_json: bool, url: str, token: str | None) -> None:
-    params = {"status": status} if status else {}
-    body = Remote(url, token).call("GET", "/v1/approvals", params=params)
-    if as_json:
-        click.echo(json.dumps(body))
-        return
-    for a in body["items"]:
-        click.echo(
-            f"{a['id']}  {a['status']:<9} {a['skill']:<20} {a['class']:<9} "
-            f"{a['signatures_collected']}/{a['signatures_required']} by {a['requested_by']}  "
-            f"args={json.dumps(a['args'], ensure_ascii=False)}"
-        )
-
-
-@approvals.command("approve")
-@click.argument("approval_id")
-@click.option("--comment")
-@remote_options
-def approvals_approve(approval_id: str, comment: str | None, url: str, token: str | None) -> None:
-    body = Remote(url, token).call(
-        "POST", f"/v1/approvals/{approval_id}/approve", json={"comment": comment}
-    )
-    click.echo(json.dumps(body))
-
-
-@approvals.command("reject")
-@click.argument("approval_id")
-@click.option("--comment")
-@remote_options
-def approvals_reject(approval_id: str, comment: str | None, url: str, token: str | None) -> None:
-    body = Remote(url, token).call(
-        "POST", f"/v1/approvals/{approval_id}/reject", json={"comment": comment}
-    )
-    click.echo(json.dumps(body))
-
-
-@click.group()
-def executions() -> None:
-    """Executions recorded by a server."""
-
-
-@executions.command("list")
-@click.option("--skill")
-@click.option("--status")
-@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 500))
-@click.option("--json", "as_json", is_flag=True)
-@remote_options
-def executions_list(
-    skill: str | None, status: str | None, limit: int, as_json: bool, url: str, token: str | None
-) -> None:
-    params: dict[str, Any] = {"limit": limit}
-    if skill:
-        params["skill"] = skill
-    if status:
-        params["status"] = status
-    body = Remote(url, token).call("GET", "/v1/executions", params=params)
-    if as_json:
-        click.echo(json.dumps(body))
-        return
-    for e in body["items"]:
-        click.echo(
-            f"{e['id']}  {e['created_at']}  {e['status']:<16} {e['skill']:<20} "
-            f"{e['requested_by'] or '-'}"
-        )
-
-
-@executions.command("show")
-@click.argument("execution_id")
-@remote_options
-def executions_show(execution_id: str, url: str, token: str | None) -> None:
-    click.echo(json.dumps(Remote(url, token).call("GET", f"/v1/executions/{execution_id}")))
-
-
-@executions.command("logs")
-@click.argument("execution_id")
-@click.option("-f", "--follow", is_flag=True, help="Follow live events until the end.")
-@remote_options
-def executions_logs(execution_id: str, follow: bool, url: str, token: str | None) -> None:
-    """Print the timeline (stderr lines, progress, status changes)."""
-    remote = Remote(url, token)
-    query = "" if follow else "?follow=false"
-    for event, data in remote.stream(f"/v1/executions/{execution_id}/events{query}"):
-        if event == "end":
-            click.echo(f"[end] {data.get('status')}", err=True)
-            return
-        if event == "stderr":
-            click.echo(data.get("line", ""))
-        elif event == "progress":
-            click.echo(
-                f"[progress {data.get('progress')}/{data.get('total', '?')}] "
-                f"{data.get('message', '')}"
-            )
-        else:
-            rest = {k: v for k, v in data.items() if k not in ("type", "ts")}
-            click.echo(f"[{event}] {json.dumps(rest, ensure_ascii=False)}")
-
-
-def _exit_code(status: int) -> int:
-    """HTTP status → exit code: 403 denied (3), other 4xx usage or input (2), 5xx failed (1)."""
-    if status == 403:
-        return 3
-    return 2 if status < 500 else 1
-
-
-def _fail(message: str, code: int = 2) -> NoReturn:
-    click.echo(f"ongrid-skills: {message}", err=True)
-    sys.exit(code)
