@@ -19,10 +19,12 @@ from typing import Any, NoReturn
 
 import click
 
-from ongrid_skills import strict_json, toolspec
+from ongrid_skills import toolspec
 from ongrid_skills.builtins.reach import Reach
+from ongrid_skills.doors.cli import args as cli_args
 from ongrid_skills.doors.cli import chat as cli_agent
 from ongrid_skills.doors.cli import mcp as cli_mcp
+from ongrid_skills.doors.cli import remote_run
 from ongrid_skills.doors.cli import server as cli_server
 from ongrid_skills.doors.cli.exits import (
     EXIT_DENIED,
@@ -222,7 +224,7 @@ def show(obj: Context, name: str, as_json: bool) -> None:
 
 @cli.command()
 @click.argument("name")
-@click.argument("args_json", required=False, default=None)
+@click.argument("words", nargs=-1, metavar="[ARGS_JSON | - | KEY=VALUE ...]")
 @click.option("--persona", help="Run as this persona: its permission mode applies.")
 @click.option("--yes", "-y", is_flag=True, help="The human confirmation a mutating skill needs.")
 @click.option(
@@ -232,26 +234,52 @@ def show(obj: Context, name: str, as_json: bool) -> None:
     help="With --yes: run a dangerous skill locally without a second signer (logged).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the whole Execution as JSON.")
+@remote_run.options
 @click.pass_obj
 def run(
     obj: Context,
     name: str,
-    args_json: str | None,
+    words: tuple[str, ...],
     persona: str | None,
     yes: bool,
     dangerous: bool,
     as_json: bool,
+    server: bool,
+    url: str | None,
+    token: str | None,
+    wait: bool,
+    local: bool,
 ) -> None:
-    """Run a skill locally. ARGS_JSON is a JSON object; '-' reads it from stdin."""
-    raw = sys.stdin.read() if args_json == "-" else (args_json or "{}")
+    """Run a skill, here or on a server. The args: one JSON object, '-' (read from stdin), or
+    KEY=VALUE pairs typed from the skill's schema (KEY:=JSON for a JSON value; repeat a key
+    for an array)."""
+    remote_url = remote_run.target(server, url, local)
+    if remote_url is not None:
+        remote_run.run(
+            url=remote_url,
+            token=token,
+            name=name,
+            words=words,
+            persona=persona,
+            confirm=yes,
+            as_json=as_json,
+            wait=wait,
+            dangerous=dangerous,
+            stdin=sys.stdin,
+        )
+    if wait:
+        fail(InvalidRequest("--wait is for runs on a server (--server or --url)"), as_json=as_json)
     try:
-        args = strict_json.loads(raw) if raw.strip() else {}
-    except json.JSONDecodeError as exc:
-        message = f"ARGS_JSON is not valid JSON: {exc.msg} at line {exc.lineno} col {exc.colno}"
-        fail(InvalidRequest(message), as_json=as_json)
-    except strict_json.DuplicateKey as exc:
-        fail(InvalidRequest(f"ARGS_JSON is ambiguous: {exc}"), as_json=as_json)
+        json_text, pairs = cli_args.split(words)
+        args = cli_args.parse_json(sys.stdin.read() if json_text == "-" else json_text or "")
+    except InvalidRequest as exc:
+        fail(exc, as_json=as_json)
     registry = obj.registry()
+    if pairs:
+        try:
+            args = cli_args.from_pairs(pairs, registry.get(name).schema, name)
+        except SkillError as exc:
+            fail(exc, as_json=as_json)
     reach = obj.reach()
     if dangerous:
         AUDIT.warning(
