@@ -68,7 +68,12 @@ class Sse:
 
 
 class StreamLost(Exception):
-    """A stream broke and could not be resumed in time; the message says why."""
+    """A stream broke and could not be resumed in time; the message says why (``status``: the
+    server's 5xx, when it answered one)."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class Remote:
@@ -130,6 +135,8 @@ class Remote:
                         return
                 reason = "the server closed the stream"
             except StreamLost as exc:
+                if not connected and exc.status is not None:
+                    fail(f"{self.url}: {exc}", exit_code(exc.status))
                 if not connected:
                     fail(f"cannot reach the server at {self.url}: {exc}")
                 reason = str(exc)
@@ -156,7 +163,8 @@ class Remote:
                 if response.status_code >= 400:
                     response.read()
                     if response.status_code >= 500:  # a server restarting, a proxy's 502
-                        raise StreamLost(f"the server answered {response.status_code}")
+                        status = response.status_code
+                        raise StreamLost(f"the server answered {status}", status)
                     code, message = error_of(response)
                     fail(f"{code}: {message}", exit_code(response.status_code))
                 yield from parse_sse(response.iter_lines())
