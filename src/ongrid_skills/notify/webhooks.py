@@ -258,6 +258,10 @@ class WebhookNotifier:
         self, action: str, target: _Target, event: ApprovalEvent, outcome: dict[str, Any]
     ) -> None:
         """One audit entry for one outcome; a store that fails is logged, nothing more."""
+        if action == "webhook.dropped":
+            LOG.warning(
+                "approval webhook %s: %s dropped: %s", target.label, event.action, outcome["reason"]
+            )
         data = {
             "url": target.label,
             "event": event.action,
