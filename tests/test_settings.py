@@ -159,3 +159,12 @@ def test_a_public_url_that_is_no_http_base_url_is_a_config_error(value: str) -> 
 def test_the_settings_repr_never_shows_a_webhook_url() -> None:
     settings = Settings.load(environ={"ONGRID_APPROVAL_WEBHOOKS": SLACK})
     assert "s3cr3tPathPart" not in repr(settings)
+
+
+@pytest.mark.parametrize(
+    "url", ["http://a.example/\x00s3cr3tPathPart", "http://a.example/\ts3cr3t"]
+)
+def test_a_webhook_with_a_control_character_is_a_config_error(url: str) -> None:
+    with pytest.raises(ConfigError, match="blank or a control character") as caught:
+        Settings.load(environ={"ONGRID_APPROVAL_WEBHOOKS": url.replace("\t", "\x7f")})
+    assert "s3cr3t" not in str(caught.value)

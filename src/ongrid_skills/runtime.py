@@ -147,12 +147,10 @@ async def open_manager(
     manager = Manager(settings, own_store, holder, runner=runner, metrics=metrics)
     lock = DataDirLock(settings)
     notifier = None
-    if settings.approval_webhooks:
-        notifier = WebhookNotifier(
-            settings.approval_webhooks, settings.public_url, own_store, delivery=webhook_delivery
-        )
     try:
-        if notifier is not None:  # before recovery: expiries found at start-up are told too
+        if settings.approval_webhooks:  # before recovery: expiries found at start-up are told too
+            urls, public = settings.approval_webhooks, settings.public_url
+            notifier = WebhookNotifier(urls, public, own_store, delivery=webhook_delivery)
             await notifier.start()
             manager.desk.listeners.append(notifier.notify)
         manager.owns_data_dir = lock.acquire()

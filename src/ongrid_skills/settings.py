@@ -235,6 +235,8 @@ def _coerce(name: str, value: Any) -> Any:
 def _check_http_url(what: str, url: str, *, show: bool = False) -> None:
     """An absolute http or https URL with a host; the error names ``url`` only when ``show``
     (a webhook URL may carry its secret in the path: only its scheme is ever repeated)."""
+    if any(ord(c) <= 0x20 or ord(c) == 0x7F for c in url):
+        raise ConfigError(f"{what} holds a blank or a control character")
     try:
         parts = urllib.parse.urlsplit(url)
         parts.port  # noqa: B018 - a malformed port raises ValueError here

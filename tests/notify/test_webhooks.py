@@ -524,3 +524,26 @@ def test_serve_posts_a_request_made_over_rest_and_audits_the_delivery(
     assert entry["subject"] == approval_id
     assert entry["data"]["url"] == url_label(receiver.url)
     assert server.call("GET", "/v1/audit/verify", "vera").json()["ok"] is True
+
+
+def test_a_request_that_expired_while_no_manager_ran_is_posted_at_start_up(
+    settings_for: Any, store: Store
+) -> None:
+    async def request_then_stop() -> float:
+        async with manager_on(settings_for(approval_ttl_seconds=1), store) as manager:
+            pending = await manager.submit("set_flag", ARGS, principal=OLGA)
+            return manager.desk.get(pending.approval_id or "").expires_at
+
+    expires_at = asyncio.run(request_then_stop())
+    wait_for(lambda: time.time() > expires_at, "the request's expiry")
+    with receiving() as receiver:
+        # The default TTL: the sweeper's first round is a minute away, so only start-up finds it.
+        settings = settings_for(receiver.url)
+
+        async def start_again() -> list[Any]:
+            async with manager_on(settings, store):
+                return await posts(receiver, 1)
+
+        [body] = asyncio.run(start_again())
+
+    assert body["text"].startswith("Approval expired: set_flag")

@@ -34,6 +34,7 @@ from typing import Any
 
 import httpx
 
+from ongrid_skills.errors import ConfigError
 from ongrid_skills.notify.events import ApprovalEvent
 from ongrid_skills.notify.messages import message
 from ongrid_skills.store import Store
@@ -141,7 +142,7 @@ class WebhookNotifier:
         self.delivery = delivery or Delivery()
         self.rng = rng or random.Random()
         self.targets = [_Target(url, url_label(url)) for url in urls]
-        self._hide = _HideUrls({httpx.URL(t.url): t.label for t in self.targets})
+        self._hide = _HideUrls({_parsed(t): t.label for t in self.targets})
         self._client: httpx.AsyncClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread = 0
@@ -176,6 +177,8 @@ class WebhookNotifier:
         self._enqueue(event)
 
     def _enqueue(self, event: ApprovalEvent) -> None:
+        if self._closed:  # handed over from another thread while closing
+            return
         for target in self.targets:
             if len(target.queue) >= self.delivery.queue_size:
                 # Drop the oldest: the newest says where the request stands now. Audited after
@@ -306,6 +309,13 @@ class WebhookNotifier:
             if self._client is not None:
                 await self._client.aclose()
             logging.getLogger("httpx").removeFilter(self._hide)
+
+
+def _parsed(target: _Target) -> httpx.URL:
+    try:
+        return httpx.URL(target.url)
+    except httpx.InvalidURL:
+        raise ConfigError(f"approval webhook {target.label} is not a valid URL") from None
 
 
 def _describe(exc: Exception, url: str) -> str:
