@@ -8,7 +8,9 @@ import asyncio
 import email.utils
 import json
 import logging
+import os
 import random
+import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -25,6 +27,7 @@ from ongrid_skills.runtime import open_manager
 from ongrid_skills.settings import Settings
 from ongrid_skills.store import Store, open_store
 from ongrid_skills.types import Role
+from tests.support.processes import CLI
 from tests.support.server import Server, make_settings
 from tests.support.skills import MakeSkill
 from tests.support.sockets import free_port
@@ -547,3 +550,26 @@ def test_a_request_that_expired_while_no_manager_ran_is_posted_at_start_up(
         [body] = asyncio.run(start_again())
 
     assert body["text"].startswith("Approval expired: set_flag")
+
+
+def test_serve_refuses_to_start_with_a_webhook_that_is_not_http_and_keeps_its_secret(
+    tmp_path: Path,
+) -> None:
+    env = {
+        "PATH": os.environ["PATH"],
+        "ONGRID_DATA_DIR": str(tmp_path / "data"),
+        "ONGRID_BUNDLED_SKILLS": "0",
+        "ONGRID_APPROVAL_WEBHOOKS": f"http://127.0.0.1:1/ok, gopher://hooks.example/{SECRET}",
+    }
+    done = subprocess.run(
+        [CLI, "serve", "--port", str(free_port())],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done
+    assert "approval_webhooks entry 2 must be an http or https URL" in done.stderr
+    assert "gopher" in done.stderr
+    assert SECRET not in done.stdout + done.stderr
+    assert "serving on" not in done.stdout
