@@ -148,10 +148,6 @@ class WebhookNotifier:
         self._thread = 0
         self._closed = False
 
-    @property
-    def labels(self) -> list[str]:
-        return [t.label for t in self.targets]
-
     async def start(self) -> None:
         """Open the HTTP client and start one worker per URL on the running loop."""
         self._loop = asyncio.get_running_loop()
@@ -185,15 +181,14 @@ class WebhookNotifier:
                 # this returns, so the caller's path never waits on the store.
                 dropped = target.queue.popleft()
                 reason = f"the queue of {self.delivery.queue_size} messages was full"
-                self._later(target, dropped, reason, 0)
+                self._audit_drop_soon(target, dropped, reason)
             target.queue.append(event)
             target.wake.set()
 
-    def _later(self, target: _Target, event: ApprovalEvent, reason: str, attempts: int) -> None:
+    def _audit_drop_soon(self, target: _Target, event: ApprovalEvent, reason: str) -> None:
         assert self._loop is not None
-        self._loop.call_soon(
-            self._record, "webhook.dropped", target, event, {"attempts": attempts, "reason": reason}
-        )
+        outcome = {"attempts": 0, "reason": reason}
+        self._loop.call_soon(self._record, "webhook.dropped", target, event, outcome)
 
     # ---- the workers ----------------------------------------------------------------------
     async def _work(self, target: _Target) -> None:
