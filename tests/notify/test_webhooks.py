@@ -439,7 +439,9 @@ def test_a_full_queue_drops_its_oldest_message_and_audits_the_drop(
 def test_no_webhook_secret_reaches_a_log_line_or_the_audit(
     settings_for: Any, store: Store, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.DEBUG)  # every logger, httpx's and httpcore's included
+    caplog.set_level(logging.DEBUG)
+    for chatty in ("httpx", "httpcore"):  # the CLI quiets them: another test may have run it
+        caplog.set_level(logging.DEBUG, logger=chatty)
     dead = f"http://user:pa55w0rd@127.0.0.1:{free_port()}/services/{SECRET}?token=q5ecr3t"
     with receiving(Answer(500)) as receiver:
         settings = settings_for(receiver.url, dead)
