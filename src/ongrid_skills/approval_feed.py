@@ -1,6 +1,7 @@
 """The live feed of approval requests: each change the desk makes, fanned out to listeners.
 
-The desk tells the feed what happened to a request (``requested``, ``signed``, ``approved``,
+The desk tells the feed (through :meth:`ApprovalFeed.hear`, one of its listeners) what happened
+to a request (``requested``, ``signed``, ``approved``,
 ``rejected``, ``expired``, ``cancelled``, ``void``) once the transaction that did it committed;
 the feed reads the request back, as ``GET /v1/approvals/{id}`` shows it, and hands that body to
 every listener (the ``GET /v1/approvals/events`` streams). Nobody listening costs nothing: the
@@ -21,6 +22,8 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
+
+from ongrid_skills.notify.events import ApprovalEvent
 
 #: What the desk tells: the event types of the stream, one per change of a request.
 KINDS = frozenset({"requested", "signed", "approved", "rejected", "expired", "cancelled", "void"})
@@ -82,6 +85,15 @@ class ApprovalFeed:
         body = approval.to_dict()
         for listener in list(self._listeners):
             listener.put(kind, body)
+
+    def hear(self, event: ApprovalEvent) -> None:
+        """The desk's listener port (:mod:`ongrid_skills.notify.events`): the request, read
+        back by the desk after the commit, goes to every listener."""
+        if not self._listeners:
+            return
+        body = event.approval.to_dict()
+        for listener in list(self._listeners):
+            listener.put(event.kind, body)
 
     @contextmanager
     def listen(self, backlog: int = BACKLOG) -> Iterator[Listener]:

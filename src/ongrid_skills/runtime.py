@@ -23,6 +23,7 @@ from watchfiles import awatch
 from ongrid_skills.execution.runner import Runner
 from ongrid_skills.manager import Manager
 from ongrid_skills.metrics import Metrics
+from ongrid_skills.notify.webhooks import Delivery, WebhookNotifier
 from ongrid_skills.settings import Settings
 from ongrid_skills.skills.discovery import LogSink, default_sink
 from ongrid_skills.skills.registry import Registry, RegistryHolder, build_registry
@@ -126,10 +127,13 @@ async def open_manager(
     store: Store | None = None,
     runner: Runner | None = None,
     loader_sink: LogSink = default_sink,
+    webhook_delivery: Delivery | None = None,
 ) -> AsyncIterator[Manager]:
     """Open the store, load the registry, claim the data dir, recover; close it all after.
 
     A ``store`` passed in stays open (its owner closes it); one opened here is closed here.
+    With ``ONGRID_APPROVAL_WEBHOOKS`` set, the approval desk's events are sent to them (how
+    hard to try: ``webhook_delivery``, default :class:`Delivery`).
     """
     own_store = store or open_store(
         settings.data_dir,
@@ -142,7 +146,13 @@ async def open_manager(
     metrics.loaded(holder.current)
     manager = Manager(settings, own_store, holder, runner=runner, metrics=metrics)
     lock = DataDirLock(settings)
+    notifier = None
     try:
+        if settings.approval_webhooks:  # before recovery: expiries found at start-up are told too
+            urls, public = settings.approval_webhooks, settings.public_url
+            notifier = WebhookNotifier(urls, public, own_store, delivery=webhook_delivery)
+            await notifier.start()
+            manager.desk.listeners.append(notifier.notify)
         manager.owns_data_dir = lock.acquire()
         if manager.owns_data_dir:
             await manager.recover()
@@ -156,6 +166,8 @@ async def open_manager(
         # Close first: the calls are interrupted and recorded while this process still owns
         # the data dir, so no other process starts recovering them meanwhile.
         await manager.close()
+        if notifier is not None:  # after the manager, before the store: last outcomes audited
+            await notifier.close()
         lock.release()
         if store is None:
             own_store.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+import urllib.parse
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -18,6 +19,9 @@ DEFAULT_READ_PATHS = ("/var/log",)
 
 #: The default cap, in characters, of the instructions listing in an agent's system prompt.
 DEFAULT_PROMPT_LISTING_CHARS = 4000
+
+#: Where people reach the console by default: ``serve``'s own default address.
+DEFAULT_PUBLIC_URL = "http://127.0.0.1:8731"
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +37,10 @@ class Settings:
     max_concurrent_executions: int = field(default_factory=lambda: 4 * (os.cpu_count() or 1))
     execution_queue_size: int = 100
     approval_ttl_seconds: int = 3600
+    # Incoming-webhook URLs told about approval requests (docs/notifications.md). Their paths may
+    # hold secrets (Slack's do): kept out of repr, and never logged or audited whole.
+    approval_webhooks: tuple[str, ...] = field(default=(), repr=False)
+    public_url: str = DEFAULT_PUBLIC_URL  # the console's base URL, for links in notifications
     toolbag_deferral_threshold: int = 30
     # The agent's system prompt lists instructions skills up to this many characters (the most
     # relevant first); the model finds the others with search_skills. 0: list none.
@@ -165,6 +173,21 @@ _NET_LIST_FIELDS = {"builtin_net_allow", "builtin_net_deny", "builtin_http_body_
 
 
 def _coerce(name: str, value: Any) -> Any:
+    if name == "approval_webhooks":
+        urls = _coerce("builtin_net_allow", value) if isinstance(value, str) else value
+        if not isinstance(urls, (list, tuple)) or not all(isinstance(u, str) for u in urls):
+            raise ConfigError(f"{name} must be a list of http or https URLs")
+        for number, url in enumerate(urls, 1):
+            _check_http_url(f"{name} entry {number}", url.strip())
+        return tuple(url.strip() for url in urls if url.strip())
+    if name == "public_url":
+        url = str(value).strip().rstrip("/")
+        if not url:
+            return DEFAULT_PUBLIC_URL
+        _check_http_url(name, url, show=True)
+        if "?" in url or "#" in url:  # links are made by appending /approvals/<id>
+            raise ConfigError(f"{name} must hold no query or fragment: {url!r}")
+        return url
     if name == "builtin_read_paths":
         roots = _coerce("read_dirs", value)
         relative = [root for root in roots if not os.path.isabs(root)]
@@ -207,3 +230,20 @@ def _coerce(name: str, value: Any) -> Any:
             raise ConfigError(f"{name} must be positive, got {number}")
         return number
     return None if value in ("", None) else str(value)
+
+
+def _check_http_url(what: str, url: str, *, show: bool = False) -> None:
+    """An absolute http or https URL with a host; the error names ``url`` only when ``show``
+    (a webhook URL may carry its secret in the path: only its scheme is ever repeated)."""
+    if any(ord(c) <= 0x20 or ord(c) == 0x7F for c in url):
+        raise ConfigError(f"{what} holds a blank or a control character")
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 - a malformed port raises ValueError here
+    except ValueError:
+        raise ConfigError(f"{what} is not a valid URL" + (f": {url!r}" if show else "")) from None
+    if parts.scheme.lower() not in ("http", "https"):
+        scheme = parts.scheme or "none"
+        raise ConfigError(f"{what} must be an http or https URL (its scheme is {scheme!r})")
+    if not parts.hostname:
+        raise ConfigError(f"{what} must name a host" + (f": {url!r}" if show else ""))
