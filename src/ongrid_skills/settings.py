@@ -33,6 +33,10 @@ class Settings:
     max_concurrent_executions: int = field(default_factory=lambda: 4 * (os.cpu_count() or 1))
     execution_queue_size: int = 100
     approval_ttl_seconds: int = 3600
+    # Web console sessions (docs/ui.md): ended after this long without a request, and after
+    # this long in any case.
+    web_session_idle_seconds: int = 3600
+    web_session_max_seconds: int = 12 * 3600
     toolbag_deferral_threshold: int = 30
     # The agent's system prompt lists instructions skills up to this many characters (the most
     # relevant first); the model finds the others with search_skills. 0: list none.
@@ -149,6 +153,8 @@ _INT_FIELDS = {
     "max_concurrent_executions",
     "execution_queue_size",
     "approval_ttl_seconds",
+    "web_session_idle_seconds",
+    "web_session_max_seconds",
     "toolbag_deferral_threshold",
     "prompt_listing_max_chars",
     "llm_max_retries",
