@@ -60,6 +60,7 @@ def create_app(
     app = build_rest_app(lifespan)
     app.router.routes.append(mcp_route())  # MCP over streamable HTTP; not in PUBLIC_PATHS
     app.add_middleware(ConsoleFirst, console=web)  # outermost: before the token gate
+    app.state.console = web
     return app
 
 

@@ -45,15 +45,21 @@ class Form:
 
 
 async def read_form(request: Request) -> Form:
-    """The posted form, read with the limits above; InvalidRequest or TooLarge otherwise."""
-    media_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-    if media_type != FORM_TYPE:
-        raise InvalidRequest(f"expected a form ({FORM_TYPE})")
+    """The posted form, read with the limits above (an empty body is an empty form);
+    InvalidRequest or TooLarge otherwise."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_FORM_BYTES:
+        raise TooLarge(f"form over {MAX_FORM_BYTES} bytes")
     body = bytearray()
     async for chunk in request.stream():
         body += chunk
         if len(body) > MAX_FORM_BYTES:
             raise TooLarge(f"form over {MAX_FORM_BYTES} bytes")
+    if not body:
+        return Form([])
+    media_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if media_type != FORM_TYPE:
+        raise InvalidRequest(f"expected a form ({FORM_TYPE})")
     try:
         text = body.decode("ascii")  # a urlencoded body is ASCII; UTF-8 hides in %XX escapes
         pairs = parse_qsl(
