@@ -7,7 +7,7 @@ sessions against it, and Debian's Chromium driven by Playwright.
   token per name of ``server.ROLES``. In-process, so a test can reach the store (to age a
   session, revoke a token) and the console app's state.
 - :meth:`Console.http` / :meth:`Console.logged_in`: httpx clients, anonymous or logged in.
-- fixture `browser` (one per session): headless Chromium at ``/usr/bin/chromium``; a browser
+- fixture `browser` (one per test module): headless Chromium at ``/usr/bin/chromium``; a browser
   that cannot start FAILS the test, never skips it (``.ci/run`` installs the package).
 - fixture `page`: a fresh context (1280×800) and page whose console is watched: any console
   error, uncaught page error or Content-Security-Policy violation fails the test at teardown,
@@ -213,9 +213,13 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
 
 
 # ---- the browser --------------------------------------------------------------------------
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    """Headless Chromium. Not starting is a failure: the browser tests must run everywhere."""
+    """Headless Chromium. Not starting is a failure: the browser tests must run everywhere.
+
+    One per test module, not per session: while Playwright's sync API is open, its event loop
+    counts as running in the main thread, and every later test calling ``asyncio.run`` would
+    fail."""
     with sync_playwright() as playwright:
         try:
             launched = playwright.chromium.launch(
