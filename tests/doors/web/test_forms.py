@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from ongrid_skills.doors.web.forms import Form
+from ongrid_skills.errors import InvalidRequest
 from tests.support.browser import Console
 
 
@@ -66,3 +68,14 @@ def test_a_login_post_with_garbage_is_a_clear_refusal(console: Console) -> None:
             response = client.post("/login", content=body, headers=headers)
             assert response.status_code in (400, 403), (headers, body, response.status_code)
             assert "ongrid_session" not in response.headers.get("set-cookie", "")
+
+
+def test_a_form_gives_a_field_once_or_all_its_values_and_refuses_a_field_sent_twice() -> None:
+    form = Form([("persona", "reader"), ("tag", "a"), ("tag", "b"), ("empty", "")])
+    assert form.get("persona") == "reader"
+    assert form.get("empty") == ""
+    assert form.get("missing") is None
+    assert form.get("missing", "x") == "x"
+    assert form.all("tag") == ["a", "b"]
+    with pytest.raises(InvalidRequest, match="'tag' was sent 2 times"):
+        form.get("tag")

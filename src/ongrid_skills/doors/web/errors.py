@@ -33,6 +33,8 @@ STATUS_BY_CODE = {
     "too_large": 413,
     "busy": 429,
     "storage_full": 507,
+    "invalid_config": 500,
+    "internal_error": 500,
 }
 TITLES = {
     400: "Bad request",
@@ -42,7 +44,6 @@ TITLES = {
     405: "Method not allowed",
     409: "Conflict",
     413: "Too large",
-    415: "Unsupported form",
     429: "Too many attempts",
     500: "Internal error",
     507: "Storage full",
