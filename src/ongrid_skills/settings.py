@@ -41,6 +41,10 @@ class Settings:
     # hold secrets (Slack's do): kept out of repr, and never logged or audited whole.
     approval_webhooks: tuple[str, ...] = field(default=(), repr=False)
     public_url: str = DEFAULT_PUBLIC_URL  # the console's base URL, for links in notifications
+    # Web console sessions (docs/ui.md): ended after this long without a request, and after
+    # this long in any case.
+    web_session_idle_seconds: int = 3600
+    web_session_max_seconds: int = 12 * 3600
     toolbag_deferral_threshold: int = 30
     # The agent's system prompt lists instructions skills up to this many characters (the most
     # relevant first); the model finds the others with search_skills. 0: list none.
@@ -157,6 +161,8 @@ _INT_FIELDS = {
     "max_concurrent_executions",
     "execution_queue_size",
     "approval_ttl_seconds",
+    "web_session_idle_seconds",
+    "web_session_max_seconds",
     "toolbag_deferral_threshold",
     "prompt_listing_max_chars",
     "llm_max_retries",

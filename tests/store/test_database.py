@@ -27,7 +27,7 @@ def test_migrations_create_exactly_the_schema_of_the_models(tmp_path: Path) -> N
         store.close()
 
     assert differences == []
-    assert version == "0003"  # the head: 0003 added the requester's role to approvals
+    assert version == "0004"  # the head: 0004 added the web console's sessions
 
 
 def test_opening_a_migrated_store_again_migrates_nothing_and_keeps_one_version(
@@ -38,7 +38,7 @@ def test_opening_a_migrated_store_again_migrates_nothing_and_keeps_one_version(
 
     conn = sqlite3.connect(tmp_path / "data" / "ongrid.db")
     try:
-        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [("0003",)]
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [("0004",)]
     finally:
         conn.close()
 

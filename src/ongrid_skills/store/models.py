@@ -189,4 +189,17 @@ class AgentEventRow(Base):
     data: Mapped[Any] = mapped_column(JSON)
 
 
+class WebSessionRow(Base):
+    """A web console session (migration 0004): only a SHA-256 of its id is stored; it acts with
+    the role of the API token it was opened with, and only while that token is not revoked."""
+
+    __tablename__ = "web_sessions"
+
+    id_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    token_id: Mapped[str] = mapped_column(String(32), index=True)
+    created_at: Mapped[float] = mapped_column(Float)
+    seen_at: Mapped[float] = mapped_column(Float)  # the idle expiry counts from here
+    expires_at: Mapped[float] = mapped_column(Float, index=True)  # the absolute expiry
+
+
 Index("ix_executions_status_created", ExecutionRow.status, ExecutionRow.created_at)

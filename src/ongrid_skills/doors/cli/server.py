@@ -62,7 +62,7 @@ def register(cli: click.Group) -> None:
 @click.option("--access-log", is_flag=True, help="Log every HTTP request.")
 @click.pass_context
 def serve(ctx: click.Context, host: str, port: int, watch: bool, access_log: bool) -> None:
-    """Serve the REST API and MCP over streamable HTTP (at /mcp), behind bearer tokens."""
+    """Serve the REST API, MCP over streamable HTTP (at /mcp) and the web console (at /)."""
     import uvicorn  # noqa: PLC0415 - lazy: see above
 
     from ongrid_skills.doors.asgi import create_app  # noqa: PLC0415
@@ -77,11 +77,12 @@ def serve(ctx: click.Context, host: str, port: int, watch: bool, access_log: boo
         raise click.ClickException(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
     store = _store(ctx)
     first = bootstrap_admin_token(store)
+    url = f"http://{_shown(host)}:{port}"
     click.echo(
-        f"ongrid-skills: serving on http://{_shown(host)}:{port} (data in {settings.data_dir})"
+        f"ongrid-skills: serving on {url} (data in {settings.data_dir}); web console at {url}/"
     )
     if first:
-        _announce_first_token(*first, settings.data_dir)
+        _announce_first_token(*first, settings.data_dir, url)
     sys.stdout.flush()
     app = create_app(settings, store=store, loader_sink=ctx.obj.loader_line, watch=watch)
     config = uvicorn.Config(
@@ -114,15 +115,18 @@ def _shown(host: str) -> str:
 FIRST_TOKEN_FILE = "first-admin-token"  # noqa: S105 - a file name, not a secret
 
 
-def _announce_first_token(secret: str, info: TokenInfo, data_dir: str) -> None:
-    """Show the first-start admin token once, on a terminal only.
+def _announce_first_token(secret: str, info: TokenInfo, data_dir: str, url: str) -> None:
+    """Show the first-start admin token once, on a terminal only, with the console's login page.
 
     stdout that is not a terminal is a log (systemd's journal, ``docker logs``, a redirect): a
     token there is readable by whoever reads logs, ``read_journal`` included. Then the token goes
     to a 0600 file in the data dir (which built-ins never read) and only its id and a prefix are
     printed."""
     if sys.stdout.isatty():
-        click.echo(f"ongrid-skills: first start, admin token (shown once, keep it): {secret}")
+        click.echo(
+            "ongrid-skills: first start, admin token "
+            f"(shown once, keep it; log in at {url}/login with it): {secret}"
+        )
         return
     os.makedirs(data_dir, mode=0o700, exist_ok=True)  # a PostgreSQL store creates none
     path = os.path.join(data_dir, FIRST_TOKEN_FILE)
@@ -135,7 +139,7 @@ def _announce_first_token(secret: str, info: TokenInfo, data_dir: str) -> None:
     click.echo(
         f"ongrid-skills: first start, admin token {secret[:8]}… (id {info.id}) written to "
         f"{os.path.abspath(path)}: read it once, then delete the file "
-        "(a token is printed only on a terminal)"
+        f"(a token is printed only on a terminal); log in at {url}/login with it"
     )
 
 

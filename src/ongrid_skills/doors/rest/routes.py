@@ -17,7 +17,7 @@ from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 from sse_starlette.sse import EventSourceResponse
 
-from ongrid_skills import toolspec
+from ongrid_skills import feeds, toolspec
 from ongrid_skills.doors.rest.auth import request_principal
 from ongrid_skills.doors.rest.bodies import DecisionBody, ExecuteBody
 from ongrid_skills.doors.rest.errors import responses
@@ -214,24 +214,9 @@ async def execution_events(
 async def _stream(
     manager: Manager, execution: Execution, follow: bool = True, after: int = 0
 ) -> AsyncIterator[dict[str, Any]]:
-    timeline = manager.hub.get(execution.id)
-    if timeline is None:
-        current = manager.get(execution.id)
-        if current.status.final or not follow:
-            for seq, event in manager.store.executions.events(execution.id, after):
-                yield sse_message(seq, event)
-            yield {"event": "end", "data": current.to_json()}
-            return
-        timeline = manager.hub.open(execution.id)
-        if not timeline.events:
-            timeline.events.extend(manager.store.executions.events(execution.id))
-            timeline.flushed = len(timeline.events)
-    if not follow:  # what happened so far, then the execution as it is now
-        for seq, event in list(timeline.events[after:]):
-            yield sse_message(seq, event)
-        yield {"event": "end", "data": manager.get(execution.id).to_json()}
-        return
-    async for seq, event in timeline.follow(after):
+    async for seq, event in feeds.execution_events(
+        manager, execution.id, follow=follow, after=after
+    ):
         yield sse_message(seq, event)
     yield {"event": "end", "data": manager.get(execution.id).to_json()}
 
