@@ -7,11 +7,14 @@ import threading
 from contextlib import closing
 from pathlib import Path
 
+from alembic import command
 from alembic.autogenerate import compare_metadata
+from alembic.config import Config
 from alembic.migration import MigrationContext
-from sqlalchemy import text
+from sqlalchemy import create_engine, text
 
-from ongrid_skills.store import open_store
+from ongrid_skills.store import connection, open_store
+from ongrid_skills.store.connection import MIGRATIONS
 from ongrid_skills.store.models import Base
 from ongrid_skills.types import Role
 from tests.support.server import make_settings, running_app
@@ -31,7 +34,7 @@ def test_migrations_create_exactly_the_schema_of_the_models(
         store.close()
 
     assert differences == []
-    assert version == "0003"  # the head: 0003 added the requester's role to approvals
+    assert version == "0004"  # the head: 0004 added the replica leases
 
 
 def test_opening_a_migrated_store_again_migrates_nothing_and_keeps_one_version(
@@ -42,7 +45,7 @@ def test_opening_a_migrated_store_again_migrates_nothing_and_keeps_one_version(
 
     conn = sqlite3.connect(tmp_path / "data" / "ongrid.db")
     try:
-        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [("0003",)]
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [("0004",)]
     finally:
         conn.close()
 
@@ -146,7 +149,7 @@ def test_stores_opened_at_once_on_a_new_database_migrate_it_once(
     store = open_store(str(tmp_path / "data"), database_url, audit_key_file=str(key))
     with closing(store), store.read() as conn:
         versions = conn.execute(text("SELECT version_num FROM alembic_version")).all()
-    assert versions == [("0003",)]
+    assert versions == [("0004",)]
 
 
 def test_two_stores_appending_at_once_keep_one_valid_audit_chain(
@@ -189,3 +192,33 @@ def test_two_stores_appending_at_once_keep_one_valid_audit_chain(
     finally:
         for store in stores:
             store.close()
+
+
+def test_a_store_at_0003_is_upgraded_to_replica_leases_keeping_its_rows(
+    tmp_path: Path, database_url: str | None
+) -> None:
+    """Every migration runs on both engines: here 0001..0003 first, then the rest on open."""
+    data = tmp_path / "data"
+    url = connection.database_url(str(data), database_url)
+    engine = create_engine(url)
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0003")
+        conn.execute(
+            text(
+                "INSERT INTO executions (id, skill, status, args, stderr_tail, orphans_killed,"
+                " created_at) VALUES ('e1', 'peek', 'running', '{}', '', 0, 1.0)"
+            )
+        )
+    engine.dispose()
+
+    store = open_store(str(data), database_url)
+    with closing(store), store.read() as conn:
+        version = conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+        row = conn.execute(text("SELECT status, replica_id FROM executions")).one()
+        leases = conn.execute(text("SELECT count(*) FROM replicas")).scalar()
+    assert version == "0004"
+    assert tuple(row) == ("running", None)
+    assert leases == 0
