@@ -33,6 +33,9 @@ class Settings:
     max_concurrent_executions: int = field(default_factory=lambda: 4 * (os.cpu_count() or 1))
     execution_queue_size: int = 100
     approval_ttl_seconds: int = 3600
+    # Replicas on a shared database (docs/fleet.md): a replica whose lease was not renewed for
+    # this long is presumed dead and its running calls become interrupted.
+    replica_lease_ttl_seconds: int = 30
     toolbag_deferral_threshold: int = 30
     # The agent's system prompt lists instructions skills up to this many characters (the most
     # relevant first); the model finds the others with search_skills. 0: list none.
@@ -149,6 +152,7 @@ _INT_FIELDS = {
     "max_concurrent_executions",
     "execution_queue_size",
     "approval_ttl_seconds",
+    "replica_lease_ttl_seconds",
     "toolbag_deferral_threshold",
     "prompt_listing_max_chars",
     "llm_max_retries",

@@ -1,15 +1,16 @@
-"""A PostgreSQL server of the suite's own: ``initdb`` + ``pg_ctl`` into a temp dir, on loopback.
+"""A PostgreSQL server of the suite's own: ``initdb`` and the server into a temp dir, on loopback.
 
-The `postgres` fixture (session-wide) creates a cluster in a fresh temp dir, starts it on a free
-loopback port with its unix socket in that dir, and stops and removes it at the end of the
-session. Each test gets a database of its own (`pg_url`, or `Postgres.fresh_database()`), so
-tests never see each other's rows. The binaries are found on PATH, else under
-``/usr/lib/postgresql/*/bin`` (Debian's ``postgresql`` package; ``.ci/run`` installs it).
+The `postgres` fixture (session-wide) creates a cluster in a fresh temp dir (``initdb``), starts
+its server on a free loopback port with its unix socket in that dir, and stops it and removes the
+dir at the end of the session. Each test gets a database of its own (`pg_url`, or
+`Postgres.fresh_database()`), so tests never see each other's rows. ``initdb`` is found on PATH,
+else under ``/usr/lib/postgresql/*/bin`` (Debian's ``postgresql`` package; ``.ci/run`` installs
+it), and the server beside it.
 
 ``initdb`` refuses to run as root: as root (CI), the cluster belongs to the ``postgres`` user that
-Debian's package creates, and every server command runs through ``runuser -u postgres``. A server
-that cannot be started FAILS the tests that need it, never skips them: the replicas are part of
-the product, and a missing engine is a broken set-up, not an optional feature.
+Debian's package creates, and ``initdb`` and the server run through ``runuser -u postgres``. A
+server that cannot be started FAILS the tests that need it, never skips them: the replicas are
+part of the product, and a missing engine is a broken set-up, not an optional feature.
 
 `database_url` parametrizes a test over both engines: None (the embedded SQLite store in the
 data dir) and a fresh PostgreSQL database.
@@ -17,11 +18,13 @@ data dir) and a fresh PostgreSQL database.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import itertools
 import os
 import pwd
 import shutil
+import signal
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -32,6 +35,7 @@ import psycopg
 import pytest
 
 from tests.support.sockets import free_port
+from tests.support.waiting import wait_for
 
 SERVER_OWNER_WHEN_ROOT = "postgres"
 START_TIMEOUT = 60
@@ -109,11 +113,12 @@ def _owner() -> str | None:
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[Postgres]:
     """A PostgreSQL server for the session: started here, stopped and removed at the end."""
-    initdb, pg_ctl = pg_binary("initdb"), pg_binary("pg_ctl")
+    initdb = os.path.realpath(pg_binary("initdb"))
+    server = os.path.join(os.path.dirname(initdb), "postgres")  # the same version's server
     owner = _owner()
     # Not under pytest's tmp dir: it is private to this user, and the server may run as another.
     root = Path(tempfile.mkdtemp(prefix="ongrid-pg-"))
-    data, sockets, log = root / "data", root / "sockets", root / "server.log"
+    data, sockets = root / "data", root / "sockets"
     sockets.mkdir()
     if owner is not None:
         info = pwd.getpwnam(owner)
@@ -121,28 +126,64 @@ def postgres() -> Iterator[Postgres]:
             os.chown(path, info.pw_uid, info.pw_gid)
     user = owner or pwd.getpwuid(os.geteuid()).pw_name
     port = free_port()
-    started = False
+    proc: subprocess.Popen[bytes] | None = None
     try:
         init = [initdb, "-D", str(data), "-U", user, "-A", "trust", "-E", "UTF8"]
         _run([*init, "--locale=C", "--no-sync", "--no-instructions"], owner, "initdb")
-        options = (
-            f"-c listen_addresses=127.0.0.1 -c port={port} -c unix_socket_directories={sockets}"
-            " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
-            " -c max_connections=300"
-        )
-        start = [pg_ctl, "-D", str(data), "-l", str(log), "-w", "-t", str(START_TIMEOUT)]
-        _run([*start, "-o", options, "start"], owner, f"pg_ctl start (log: {log})")
-        started = True
-        yield Postgres(root, port, user, itertools.count(1))
-    finally:
-        if started:
-            subprocess.run(
-                _as_owner([pg_ctl, "-D", str(data), "-m", "immediate", "-w", "stop"], owner),
-                capture_output=True,
-                timeout=START_TIMEOUT,
-                check=False,
+        settings = {
+            "listen_addresses": "127.0.0.1",
+            "port": str(port),
+            "unix_socket_directories": str(sockets),
+            "fsync": "off",
+            "synchronous_commit": "off",
+            "full_page_writes": "off",
+            "max_connections": "300",
+        }
+        options = [arg for k, v in settings.items() for arg in ("-c", f"{k}={v}")]
+        # The server runs as a child in this process's session, not daemonized by pg_ctl (which
+        # gives it a session of its own): a test process that made itself a child subreaper
+        # (the manager's orphan sweeper) would adopt a daemon and kill it as a skill's orphan.
+        with (root / "server.log").open("wb") as log:
+            proc = subprocess.Popen(
+                _as_owner([server, "-D", str(data), *options], owner),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
             )
+        cluster = Postgres(root, port, user, itertools.count(1))
+        wait_for(lambda: _accepts(cluster, proc), "the PostgreSQL server to start", START_TIMEOUT)
+        yield cluster
+    finally:
+        if proc is not None:
+            _stop(proc, data)
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _accepts(cluster: Postgres, proc: subprocess.Popen[bytes]) -> bool:
+    if proc.poll() is not None:
+        log = (cluster.root / "server.log").read_text(errors="replace")
+        pytest.fail(f"the PostgreSQL server exited with {proc.returncode}:\n{log}")
+    try:
+        psycopg.connect(cluster.dsn(), connect_timeout=2).close()
+    except psycopg.OperationalError:
+        return False
+    return True
+
+
+def _stop(proc: subprocess.Popen[bytes], data: Path) -> None:
+    """Immediate shutdown (SIGQUIT to the postmaster, whose pid heads postmaster.pid)."""
+    try:
+        pid = int((data / "postmaster.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        pid = proc.pid
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGQUIT)
+    try:
+        proc.wait(timeout=START_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        proc.wait()
 
 
 @pytest.fixture
