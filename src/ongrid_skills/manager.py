@@ -13,7 +13,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from ongrid_skills.approval_desk import ApprovalDesk
@@ -33,6 +33,7 @@ from ongrid_skills.execution.records import ErrorInfo, Event, EventSink, Executi
 from ongrid_skills.execution.runner import Runner, SubprocessRunner
 from ongrid_skills.execution.supervision import groups_dir_of, kill_left_behind
 from ongrid_skills.execution.timeline import EventHub, Timeline
+from ongrid_skills.fleet import follow
 from ongrid_skills.fleet.replica import Replica, interrupt
 from ongrid_skills.governance.gate import admit, may_cancel
 from ongrid_skills.governance.principal import Principal
@@ -389,6 +390,11 @@ class Manager:
         if execution is None:
             raise NotFound(f"unknown execution {execution_id!r}")
         return execution
+
+    def follow(self, execution_id: str, after: int = 0) -> AsyncIterator[tuple[int, Event]]:
+        """The call's events after number ``after`` until it ends, wherever it runs (this
+        process, another replica, another process on the data dir): see ``fleet.follow``."""
+        return follow.follow(self.hub, self.store.executions, execution_id, after)
 
     async def cancel(self, execution_id: str, principal: Principal) -> Execution:
         execution = self.get(execution_id)

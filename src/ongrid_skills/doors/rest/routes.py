@@ -191,24 +191,18 @@ async def execution_events(
 async def _stream(
     manager: Manager, execution: Execution, follow: bool = True
 ) -> AsyncIterator[dict[str, Any]]:
-    timeline = manager.hub.get(execution.id)
-    if timeline is None:
-        current = manager.get(execution.id)
-        if current.status.final or not follow:
-            for seq, event in manager.store.executions.events(execution.id):
-                yield sse_message(seq, event)
-            yield {"event": "end", "data": current.to_json()}
-            return
-        timeline = manager.hub.open(execution.id)
-        if not timeline.events:
-            timeline.events.extend(manager.store.executions.events(execution.id))
-            timeline.flushed = len(timeline.events)
     if not follow:  # what happened so far, then the execution as it is now
-        for seq, event in list(timeline.events):
+        timeline = manager.hub.get(execution.id)
+        if timeline is not None:
+            events = list(timeline.events)
+        else:
+            events = manager.store.executions.events(execution.id)
+        for seq, event in events:
             yield sse_message(seq, event)
         yield {"event": "end", "data": manager.get(execution.id).to_json()}
         return
-    async for seq, event in timeline.follow():
+    # Wherever the call runs: here, or on another replica of a shared database.
+    async for seq, event in manager.follow(execution.id):
         yield sse_message(seq, event)
     yield {"event": "end", "data": manager.get(execution.id).to_json()}
 
