@@ -7,7 +7,6 @@ on the replica that saw the last signature, however the signatures race.
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 
 import httpx
 
@@ -55,6 +54,23 @@ def test_an_approval_requested_on_one_replica_is_signed_on_another_and_runs_ther
         assert store.audit.verify().ok
 
 
+def race(approval: str, signers: list[tuple[Replica, str]]) -> dict[str, httpx.Response]:
+    """Each (replica, signer) approves at the same moment; their answers by signer."""
+    barrier = threading.Barrier(len(signers))
+    answers: dict[str, httpx.Response] = {}
+
+    def sign(replica: Replica, who: str) -> None:
+        barrier.wait()
+        answers[who] = replica.call("POST", f"/v1/approvals/{approval}/approve", who)
+
+    threads = [threading.Thread(target=sign, args=signer) for signer in signers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    return answers
+
+
 def test_two_replicas_racing_on_the_last_signature_run_the_call_once(
     replicas: ReplicaSet, make_skill: MakeSkill
 ) -> None:
@@ -64,24 +80,10 @@ def test_two_replicas_racing_on_the_last_signature_run_the_call_once(
     a, b = replicas.start("a"), replicas.start("b")
     rounds = 25
     for n in range(rounds):
-        asked = a.call("POST", "/v1/skills/restart_service/execute", "olga", json={"args": {"n": n}})
+        args = {"args": {"n": n}}
+        asked = a.call("POST", "/v1/skills/restart_service/execute", "olga", json=args)
         assert asked.status_code == 202, asked.text
-        approval = asked.json()["approval_id"]
-        barrier = threading.Barrier(2)
-        answers: dict[str, httpx.Response] = {}
-
-        def sign(replica: Replica, who: str, approval: str = approval) -> None:
-            barrier.wait()
-            answers[who] = replica.call("POST", f"/v1/approvals/{approval}/approve", who)
-
-        signers = [
-            threading.Thread(target=sign, args=(a, "oscar")),
-            threading.Thread(target=sign, args=(b, "admin")),
-        ]
-        for thread in signers:
-            thread.start()
-        for thread in signers:
-            thread.join(timeout=30)
+        answers = race(asked.json()["approval_id"], [(a, "oscar"), (b, "admin")])
         codes = sorted(r.status_code for r in answers.values())
         assert codes == [200, 409], {who: r.text for who, r in answers.items()}
         assert b.final(asked.json()["id"])["status"] == "succeeded"
