@@ -45,7 +45,6 @@ from ongrid_skills.skills.registry import Registry, RegistryHolder
 from ongrid_skills.store import Store
 
 LOG = logging.getLogger("ongrid_skills.manager")
-FLUSH_SECONDS = 0.5
 
 
 def request_digest(name: str, args: Any, persona: str | None) -> str:
@@ -290,7 +289,7 @@ class Manager:
                 with contextlib.suppress(Exception):
                     on_event(event)
             if flusher is None:
-                flusher = loop.call_later(FLUSH_SECONDS, flush)
+                flusher = loop.call_later(self.settings.event_flush_ms / 1000, flush)
 
         try:
             async with self.slots:

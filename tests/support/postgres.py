@@ -28,6 +28,7 @@ import signal
 import subprocess
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -113,6 +114,13 @@ def _owner() -> str | None:
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[Postgres]:
     """A PostgreSQL server for the session: started here, stopped and removed at the end."""
+    with running_postgres() as cluster:
+        yield cluster
+
+
+@contextmanager
+def running_postgres() -> Iterator[Postgres]:
+    """A PostgreSQL server in a temp dir until the block ends (the benchmarks use it too)."""
     initdb = os.path.realpath(pg_binary("initdb"))
     server = os.path.join(os.path.dirname(initdb), "postgres")  # the same version's server
     owner = _owner()

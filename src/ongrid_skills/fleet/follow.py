@@ -1,7 +1,7 @@
 """Following a call's timeline from any process: its live timeline here, else the store.
 
 A call runs in one process, and its live timeline is in that process's event hub; its events
-reach the store in batches (``manager.FLUSH_SECONDS`` after the first of each batch, and all of
+reach the store in batches (``ONGRID_EVENT_FLUSH_MS`` after the first of each batch, and all of
 them with the outcome). A client of another process (another replica on a shared database, or a
 server beside a CLI on the same data dir) sees the same numbered events: the stored ones first,
 then those stored since, read again every :data:`POLL_SECONDS` until the call's row is final.
