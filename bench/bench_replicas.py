@@ -24,11 +24,12 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ongrid_skills.store import open_store
-from ongrid_skills.types import Role
 from tests.support.postgres import running_postgres
 from tests.support.server import start_serve, stop
 from tests.support.skills import write_skill
+
+from ongrid_skills.store import open_store
+from ongrid_skills.types import Role
 
 TICKER = """#!/bin/sh
 cat >/dev/null
