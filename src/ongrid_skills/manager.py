@@ -402,6 +402,10 @@ class Manager:
         if execution.status is Status.PENDING_APPROVAL and execution.approval_id:
             return self.desk.cancel(execution, principal)
         task = self.tasks.get(execution_id)
+        if task is None and not execution.status.final:
+            raise Conflict(
+                f"execution {execution_id} runs in another manager process: cancel it there"
+            )
         if execution.status.final or task is None:
             raise Conflict(f"execution {execution_id} is {execution.status.value}, not running")
         with self.store.tx() as conn:

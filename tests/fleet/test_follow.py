@@ -73,6 +73,9 @@ def test_a_call_running_on_one_replica_is_followed_from_the_other_with_the_same_
         there.start()
         wait_for(lambda: there.saw('"one"'), "the other replica to stream the first line")
         assert b.execution(execution_id)["status"] == "running"  # followed live, not replayed
+        refused = b.call("POST", f"/v1/executions/{execution_id}/cancel", "olga")
+        assert refused.status_code == 409
+        assert "runs in another manager process" in refused.json()["error"]["message"]
     finally:
         (folder / "go").touch()
     here.join(timeout=30)
