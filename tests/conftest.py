@@ -17,6 +17,8 @@ pytest_plugins = [
     "tests.support.server",
     "tests.support.llm",
     "tests.support.browser",
+    "tests.support.postgres",
+    "tests.support.replicas",
 ]
 
 #: Set for every test: the bundled catalogue stays out (tests count skills and loader lines

@@ -72,6 +72,7 @@ class ApprovalDesk:
         *,
         ttl_seconds: float,
         clock: Callable[[], float],
+        replica_id: str | None = None,
     ) -> None:
         self.store = store
         self.hub = hub
@@ -79,6 +80,8 @@ class ApprovalDesk:
         self.runs = runs
         self.ttl_seconds = ttl_seconds
         self.clock = clock
+        #: The replica (lease id) an approved call starts on here; None on the embedded store.
+        self.replica_id = replica_id
         self._sweeper: asyncio.Task[None] | None = None
         #: Told of every committed change, after the commit (see ongrid_skills.notify.events):
         #: the live feed of ``GET /v1/approvals/events`` first, then webhooks and other views.
@@ -433,7 +436,11 @@ class ApprovalDesk:
         execution.status = Status.RUNNING
         with self.store.tx() as conn:
             claimed = self.store.executions.claim(
-                conn, execution.id, Status.PENDING_APPROVAL, Status.RUNNING
+                conn,
+                execution.id,
+                Status.PENDING_APPROVAL,
+                Status.RUNNING,
+                replica_id=self.replica_id,
             )
             if not claimed:
                 return

@@ -45,6 +45,12 @@ class Settings:
     # this long in any case.
     web_session_idle_seconds: int = 3600
     web_session_max_seconds: int = 12 * 3600
+    # Replicas on a shared database (docs/fleet.md): a replica whose lease was not renewed for
+    # this long is presumed dead and its running calls become interrupted.
+    replica_lease_ttl_seconds: int = 30
+    # A running call's events are stored in batches, this long after the first of each batch:
+    # how late a client of another replica sees them (docs/fleet.md).
+    event_flush_ms: int = 500
     toolbag_deferral_threshold: int = 30
     # The agent's system prompt lists instructions skills up to this many characters (the most
     # relevant first); the model finds the others with search_skills. 0: list none.
@@ -163,6 +169,8 @@ _INT_FIELDS = {
     "approval_ttl_seconds",
     "web_session_idle_seconds",
     "web_session_max_seconds",
+    "replica_lease_ttl_seconds",
+    "event_flush_ms",
     "toolbag_deferral_threshold",
     "prompt_listing_max_chars",
     "llm_max_retries",

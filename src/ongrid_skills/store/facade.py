@@ -16,13 +16,14 @@ from ongrid_skills.store.approvals import ApprovalRepo
 from ongrid_skills.store.audit import AuditLog, open_audit
 from ongrid_skills.store.connection import Database, open_database
 from ongrid_skills.store.executions import ExecutionRepo
+from ongrid_skills.store.leases import LeaseRepo
 from ongrid_skills.store.sessions import SessionRepo
 from ongrid_skills.store.tokens import TokenRepo
 
 
 class Store:
     """The repositories over one :class:`Database`: ``executions``, ``approvals``, ``audit``,
-    ``tokens``, ``sessions``; ``tx()`` and ``read()`` are the database's."""
+    ``tokens``, ``sessions``, ``leases``; ``tx()`` and ``read()`` are the database's."""
 
     def __init__(self, db: Database, audit: AuditLog) -> None:
         self.db = db
@@ -33,6 +34,7 @@ class Store:
         self.approvals = ApprovalRepo(db)
         self.tokens = TokenRepo(db, self.audit)
         self.sessions = SessionRepo(db, self.audit)
+        self.leases = LeaseRepo(db)
 
     @contextmanager
     def tx(self) -> Iterator[Connection]:
