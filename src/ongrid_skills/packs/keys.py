@@ -129,8 +129,8 @@ def load_signing_key(path: str | Path, passphrase: bytes | None = None) -> Signi
     if not isinstance(key, Ed25519PrivateKey):
         kind = type(key).__name__.removesuffix("PrivateKey").lstrip("_")
         raise PackKeyError(
-            f"{shown}: a {kind or 'non-Ed25519'} key: packs are signed with Ed25519 keys "
-            "(ssh-keygen -t ed25519)"
+            f"{shown}: not an Ed25519 key ({kind or 'unknown type'}): packs are signed with "
+            "Ed25519 keys (ssh-keygen -t ed25519)"
         )
     public = key.public_key()
     return SigningKey(key, fingerprint(public), openssh_line(public), shown)
