@@ -48,7 +48,7 @@ from ongrid_skills.packs.manifest import (
 from ongrid_skills.packs.signature import PackSignature, parse_signature, sign
 from ongrid_skills.packs.source import StagedPack, stage, staged
 from ongrid_skills.packs.trust import Trust, Verification, judge, sign_path, verify_path
-from ongrid_skills.packs.unpack import unpack
+from ongrid_skills.packs.unpack import unpack_archive
 
 __all__ = [
     "BuiltPack",
@@ -84,7 +84,7 @@ __all__ = [
     "stage",
     "staged",
     "synthesise_id",
-    "unpack",
+    "unpack_archive",
     "verify_path",
     "version_key",
 ]

@@ -33,7 +33,7 @@ from ongrid_skills.packs.files import SIGNATURE_FILE, Limits, PackFile, walk_fol
 from ongrid_skills.packs.layout import Detected, detect, find_root
 from ongrid_skills.packs.manifest import PackManifest
 from ongrid_skills.packs.signature import PackSignature, beside, read_signature
-from ongrid_skills.packs.unpack import Writer, unpack
+from ongrid_skills.packs.unpack import Writer, unpack_archive
 
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".zip")
 
@@ -98,7 +98,7 @@ def stage(
         staging = _copy_folder(source, into, limits)
         fallback = source.resolve().name
     elif source.is_file():
-        staging = unpack(source, into, limits)
+        staging = unpack_archive(source, into, limits)
         fallback = archive_stem(source)
     else:
         raise PackError(f"{source}: no such folder or archive")

@@ -79,7 +79,7 @@ def stream_cap(limits: Limits) -> int:
     return limits.max_bytes + (limits.max_files + 2) * HEADER_ALLOWANCE
 
 
-def unpack(archive: Path, into: Path, limits: Limits | None = None) -> Path:
+def unpack_archive(archive: Path, into: Path, limits: Limits | None = None) -> Path:
     """Unpack ``archive`` into a new folder under ``into`` and return that folder.
 
     Raises UnsafePack for a violation, PackError for an unreadable or corrupt archive; either
