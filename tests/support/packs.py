@@ -131,11 +131,9 @@ def make_key(folder: Path, name: str = "id_ed25519", passphrase: str = "") -> Ke
     folder.mkdir(parents=True, exist_ok=True)
     private = folder / name
     if SSH_KEYGEN is not None:
-        subprocess.run(
-            [SSH_KEYGEN, "-q", "-t", "ed25519", "-N", passphrase, "-C", f"{name}@test", "-f"]
-            + [str(private)],
-            check=True,
-        )
+        comment = f"{name}@test"
+        command = [SSH_KEYGEN, "-q", "-t", "ed25519", "-N", passphrase, "-C", comment]
+        subprocess.run([*command, "-f", str(private)], check=True)
     else:
         key = Ed25519PrivateKey.generate()
         encryption: serialization.KeySerializationEncryption = (
