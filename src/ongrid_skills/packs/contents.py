@@ -119,10 +119,10 @@ def inspect_pack(
 def _problem(finding: Finding, root: str, plugin: bool) -> PackProblem:
     path = relative(finding.path, root)
     severity = finding.severity
-    message = finding.message
+    message = finding.message.replace(root + os.sep, "")  # paths inside the pack, relative
     if finding.rule == "duplicate":
         severity = "error"
-        message = message.replace(root + os.sep, "").replace(
+        message = message.replace(
             "the loader keeps the first one and skips this one", "two skills of a pack share it"
         )
     elif finding.rule == "persona" and plugin and severity == "error":
