@@ -173,7 +173,7 @@ class TrustedKeys:
 
 def parse_trusted_keys(text: str, origin: str = "trusted keys") -> TrustedKeys:
     """The keys of a trusted-keys text; PackKeyError naming the first bad line."""
-    found: list[TrustedKey] = []
+    found: list[tuple[int, TrustedKey]] = []  # (line, key): kept in the file's order
     for match in _PEM_RE.finditer(text):
         first = text.count("\n", 0, match.start()) + 1
         try:
@@ -182,7 +182,7 @@ def parse_trusted_keys(text: str, origin: str = "trusted keys") -> TrustedKeys:
             raise PackKeyError(f"{origin}:{first}: not a valid PEM public key: {exc}") from None
         if not isinstance(key, Ed25519PublicKey):
             raise PackKeyError(f"{origin}:{first}: not an Ed25519 key: only Ed25519 signs packs")
-        found.append(TrustedKey(fingerprint(key), key, "", f"{origin}:{first}"))
+        found.append((first, TrustedKey(fingerprint(key), key, "", f"{origin}:{first}")))
     rest = _PEM_RE.sub(lambda m: "\n" * m.group().count("\n"), text)
     for number, raw in enumerate(rest.splitlines(), 1):
         line = raw.strip()
@@ -201,8 +201,8 @@ def parse_trusted_keys(text: str, origin: str = "trusted keys") -> TrustedKeys:
         except PackKeyError as exc:
             raise PackKeyError(f"{where}: {exc.message}") from None
         comment = " ".join(tokens[at + 2 :])
-        found.append(TrustedKey(fingerprint(key), key, comment, where))
-    return TrustedKeys(tuple(found))
+        found.append((number, TrustedKey(fingerprint(key), key, comment, where)))
+    return TrustedKeys(tuple(key for _, key in sorted(found, key=lambda item: item[0])))
 
 
 def load_trusted_keys(path: str | Path | None) -> TrustedKeys:
