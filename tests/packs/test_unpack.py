@@ -4,6 +4,7 @@ outside the staging folder, and the staging folder is gone after the refusal."""
 from __future__ import annotations
 
 import gzip
+import os
 import io
 import stat
 import tarfile
@@ -301,4 +302,14 @@ def test_a_file_that_is_no_archive_is_a_pack_error(tmp_path: Path, into: Path) -
     path.write_text("not an archive\n")
     with pytest.raises(PackError, match=r"not a \.tar\.gz or \.zip"):
         unpack(path, into)
+    assert list(into.iterdir()) == []
+
+
+def test_a_fifo_given_as_the_archive_is_refused_without_blocking(
+    tmp_path: Path, into: Path
+) -> None:
+    fifo = tmp_path / "pack.tar.gz"
+    os.mkfifo(fifo)
+    with pytest.raises(PackError, match="not a regular file"):
+        unpack(fifo, into)
     assert list(into.iterdir()) == []

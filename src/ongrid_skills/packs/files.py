@@ -178,7 +178,10 @@ def walk_folder(root: Path, limits: Limits, *, signature: bool = False) -> list[
             path = clean_path(f"{relative}/{entry.name}" if relative else entry.name)
             if is_ignored(path) or (path == SIGNATURE_FILE and not signature):
                 continue
-            st = entry.stat(follow_symlinks=False)
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError as exc:  # removed while the folder was walked
+                raise UnsafePack(path, f"cannot read: {exc.strerror or exc}") from None
             if stat.S_ISDIR(st.st_mode):
                 paths.add(path, "dir")
                 subdirs.append(path)

@@ -86,13 +86,16 @@ def unpack_archive(archive: Path, into: Path, limits: Limits | None = None) -> P
     way nothing is left under ``into``.
     """
     limits = limits or Limits()
+    try:
+        st = os.stat(archive)
+    except OSError as exc:
+        raise PackError(f"{archive}: cannot read: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(st.st_mode):  # a FIFO would block the first read
+        raise PackError(f"{archive}: not a regular file")
+    size = st.st_size
     kind = archive_kind(archive)
     if kind is None:
         raise PackError(f"{archive}: not a .tar.gz or .zip archive (or cannot be read)")
-    try:
-        size = os.stat(archive).st_size
-    except OSError as exc:
-        raise PackError(f"{archive}: cannot read: {exc.strerror or exc}") from None
     if size > stream_cap(limits):
         raise UnsafePack(archive.name, f"the archive is over {stream_cap(limits)} bytes")
     staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=into))
