@@ -4,8 +4,8 @@ outside the staging folder, and the staging folder is gone after the refusal."""
 from __future__ import annotations
 
 import gzip
-import os
 import io
+import os
 import stat
 import tarfile
 import warnings
