@@ -10,7 +10,15 @@ import os
 import subprocess
 from pathlib import Path
 
-from ongrid_skills.packs import Trust, build_archive, digest_folder, load_trusted_keys, verify_path
+from ongrid_skills.packs import (
+    Trust,
+    build_archive,
+    digest_folder,
+    load_signing_key,
+    load_trusted_keys,
+    sign,
+    verify_path,
+)
 from ongrid_skills.packs.contents import inspect_pack
 from ongrid_skills.packs.layout import detect
 from tests.support.processes import CLI
@@ -72,3 +80,11 @@ def test_the_pack_holds_copies_of_the_example_skills_a_guide_and_a_persona() -> 
     assert contents.problems == ()
     assert contents.skill_names() == ["host_info", "host_triage", "log_grep", "port_check"]
     assert contents.persona_names() == ["oncall"]
+
+
+def test_re_signing_with_the_test_key_gives_the_committed_signature() -> None:
+    # Ed25519 signatures are deterministic: the same key and digest give the same bytes.
+    key = load_signing_key(PACKS / "TEST-KEY-DO-NOT-USE")
+    digest = digest_folder(SOURCE)
+    committed = (PACKS / "ops-basics-1.0.0.tar.gz.sig").read_text()
+    assert sign(digest, key).to_json() == committed
