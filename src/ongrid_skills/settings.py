@@ -71,6 +71,11 @@ class Settings:
     builtin_net_allow: tuple[str, ...] = ()  # set: the probes reach only these targets
     builtin_net_deny: tuple[str, ...] = ()  # added to the always-denied link-local + metadata
     builtin_http_body_allow: tuple[str, ...] = ()  # probe_http returns bodies of these only
+    # Packs (SPEC §11, docs/packs.md): the operator's trusted signing keys (a file of
+    # `ssh-ed25519 AAAA…` lines or PEM blocks) and the limits of unpacking one pack.
+    trusted_pack_keys: str | None = None
+    pack_max_files: int = 10_000
+    pack_max_unpacked_bytes: int = 200 * 1024 * 1024
     config: Mapping[str, str] = field(
         default_factory=dict
     )  # skill config keys, e.g. prometheus.url
@@ -176,6 +181,8 @@ _INT_FIELDS = {
     "llm_max_retries",
     "llm_timeout_seconds",
     "llm_max_tokens",
+    "pack_max_files",
+    "pack_max_unpacked_bytes",
 }
 _ZERO_OK = {"execution_queue_size", "llm_max_retries", "prompt_listing_max_chars"}
 _BOOL_FIELDS = {"bundled_skills", "llm_stream"}

@@ -24,6 +24,7 @@ from ongrid_skills.builtins.reach import Reach
 from ongrid_skills.doors.cli import args as cli_args
 from ongrid_skills.doors.cli import chat as cli_agent
 from ongrid_skills.doors.cli import mcp as cli_mcp
+from ongrid_skills.doors.cli import pack as cli_pack
 from ongrid_skills.doors.cli import remote_run
 from ongrid_skills.doors.cli import server as cli_server
 from ongrid_skills.doors.cli.exits import (
@@ -431,6 +432,7 @@ def _one_line(text: str, limit: int = 80) -> str:
 cli_server.register(cli)
 cli_mcp.register(cli)
 cli_agent.register(cli)
+cli_pack.register(cli)
 
 
 def main(argv: list[str] | None = None) -> Any:
