@@ -329,3 +329,22 @@ def test_readme_quick_start_against_the_server_works_as_written(
     outputs = [out for _line, out in run_lines(shell, lines)]
     assert outputs[1].startswith('{"items": [{"name": ')  # GET /v1/skills, cut at 400 bytes
     assert json.loads(outputs[2])["status"] == "succeeded"  # POST …/host_info/execute
+
+
+def test_native_skills_what_the_model_sees_runs_as_written_from_a_fresh_clone(
+    tmp_path: Path,
+) -> None:
+    lines = [
+        line
+        for block in blocks(REPO / "docs" / "native-skills.md")
+        if block.heading == "What the model sees" and block.lang == "sh"
+        for _offset, line in logical_lines(block.text)
+        if line.strip() and not line.startswith("curl")  # the curl line needs a server
+    ]
+    assert len(lines) == 3, lines
+    shell = Shell(make_clone(tmp_path), tmp_path)
+    outputs = [out for _line, out in run_lines(shell, lines)]
+    offered = {tool["function"]["name"] for tool in json.loads(outputs[1])}
+    assert {"disk_cleaner", "host_info", "probe_tcp"} <= offered
+    assert "process_signal" not in offered  # ops_responder's mode and list keep it out
+    assert json.loads(outputs[2])  # the default persona's view, as JSON
