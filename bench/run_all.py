@@ -113,8 +113,9 @@ def cli_rows(r: dict[str, Any]) -> list[str]:
         wall = side["wall"]
         target = side.get("target_above_floor_s")
         rows.append(
-            f"| CLI start: `ongrid-skills {label}` (wall, median of {r['repeat']}; p90)"
-            f" | {wall['median'] * 1000:,.0f} ms; p90 {wall['p90'] * 1000:,.0f} ms"
+            f"| CLI start: `ongrid-skills {label}` (wall median of {r['repeat']}; p90; CPU)"
+            f" | {wall['median'] * 1000:,.0f} ms; p90 {wall['p90'] * 1000:,.0f} ms;"
+            f" CPU {side['cpu']['median'] * 1000:,.0f} ms"
             f" | {floor['median'] * 1000:,.0f} ms (`python -c pass`)"
             f" | floor + {side['above_floor_s']:.3f} s"
             f" | {'≤ floor + ' + str(target) + ' s' if target is not None else '—'}"
