@@ -17,19 +17,22 @@ import os
 import signal
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
-from watchfiles import awatch
-
-from ongrid_skills.execution.runner import Runner
-from ongrid_skills.manager import Manager
-from ongrid_skills.metrics import Metrics
-from ongrid_skills.notify.webhooks import Delivery, WebhookNotifier
 from ongrid_skills.settings import Settings
 from ongrid_skills.skills.discovery import LogSink, default_sink
 from ongrid_skills.skills.registry import Registry, RegistryHolder, build_registry
-from ongrid_skills.store import Store, open_store
-from ongrid_skills.store.tokens import TokenInfo
 from ongrid_skills.types import Role
+
+if TYPE_CHECKING:
+    # Why not at the top: the CLI's local commands (list, show, validate, run) call
+    # load_registry() and must not pay for the store (SQLAlchemy, Alembic), the manager or
+    # watchfiles; the functions that need them import them when called.
+    from ongrid_skills.execution.runner import Runner
+    from ongrid_skills.manager import Manager
+    from ongrid_skills.notify.webhooks import Delivery
+    from ongrid_skills.store import Store
+    from ongrid_skills.store.tokens import TokenInfo
 
 LOG = logging.getLogger("ongrid_skills.runtime")
 WATCH_DEBOUNCE_MS = 500
@@ -135,6 +138,11 @@ async def open_manager(
     With ``ONGRID_APPROVAL_WEBHOOKS`` set, the approval desk's events are sent to them (how
     hard to try: ``webhook_delivery``, default :class:`Delivery`).
     """
+    from ongrid_skills.manager import Manager  # noqa: PLC0415 (see the imports above)
+    from ongrid_skills.metrics import Metrics  # noqa: PLC0415
+    from ongrid_skills.notify.webhooks import WebhookNotifier  # noqa: PLC0415
+    from ongrid_skills.store import open_store  # noqa: PLC0415
+
     own_store = store or open_store(
         settings.data_dir,
         settings.database_url,
@@ -199,6 +207,8 @@ async def watch(manager: Manager, settings: Settings) -> None:
     dirs = watched_dirs(settings)
     if not dirs:
         return
+    from watchfiles import awatch  # noqa: PLC0415 (see the imports above)
+
     async for _changes in awatch(*dirs, debounce=WATCH_DEBOUNCE_MS, recursive=True):
         await reload_logged(manager, "watch")
 
