@@ -173,7 +173,7 @@ def test_token_create_prints_only_the_token_on_stdout(remote: Remote) -> None:
     """The console script itself (on a data dir of its own: see the last test of this file)."""
     environ = {"PATH": os.environ["PATH"], "ONGRID_DATA_DIR": str(remote.base / "other-data")}
     done = subprocess.run(
-        [CLI, "token", "create", "--role", "operator", "--name", "x"],
+        [CLI, "token", "create", "--init", "--role", "operator", "--name", "x"],
         capture_output=True,
         text=True,
         env=environ,
@@ -196,6 +196,7 @@ def test_token_create_refuses_a_duplicate_active_name(remote: Remote) -> None:
     result = remote.cli(
         "token",
         "create",
+        "--init",
         "--role",
         "viewer",
         "--name",
@@ -238,7 +239,7 @@ def test_token_list_shows_every_token_without_its_secret(remote: Remote) -> None
 
 def test_token_revoke_by_name_or_id_on_a_stopped_data_dir(remote: Remote) -> None:
     other = {"ONGRID_DATA_DIR": str(remote.base / "revoke-data")}
-    created = remote.cli("token", "create", "--role", "viewer", "--name", "temp", **other)
+    created = remote.cli("token", "create", "--init", "--role", "viewer", "--name", "temp", **other)
     assert created.exit_code == 0
     listed = json.loads(remote.cli("token", "list", "--json", **other).stdout)
     [temp] = [r for r in listed if r["name"] == "temp"]
