@@ -103,12 +103,18 @@ class Settings:
         for spec in fields(cls):
             if spec.name not in _FIELD_NAMES:
                 continue
-            name = _ENV_NAMES.get(spec.name, "ONGRID_" + spec.name.upper())
+            name = env_var(spec.name)
             raw = env.get(name)
             if raw is not None:
                 values[spec.name] = raw
                 trace.origins[spec.name] = Origin("env", name)
-        settled = {k: _coerce(k, v) for k, v in values.items() if k in _FIELD_NAMES}
+        settled: dict[str, Any] = {}
+        for key, value in values.items():
+            if key in _FIELD_NAMES:
+                try:
+                    settled[key] = _coerce(key, value)
+                except ConfigError as exc:  # say where the bad value was written
+                    raise ConfigError(f"{trace.origin(key).where}: {exc.message}") from None
         settled["config"] = ConfigView(skill_config, env)
         settled["config_file"] = os.path.abspath(config) if config else None
         if settled.get("llm_api_key") is None:  # the provider's usual variable
@@ -198,6 +204,13 @@ _ENV_NAMES = {
     "native_dirs": "ONGRID_SKILLS_NATIVE_DIRS",
     "persona_dirs": "ONGRID_PERSONAS_DIRS",
 }
+
+
+def env_var(name: str) -> str:
+    """The environment variable of a setting: ``ONGRID_DATA_DIR`` for ``data_dir``."""
+    return _ENV_NAMES.get(name, "ONGRID_" + name.upper())
+
+
 _INT_FIELDS = {
     "default_timeout_seconds",
     "max_concurrent_executions",

@@ -330,7 +330,13 @@ def test_no_token_or_no_server_exits_2_with_a_message(remote: Remote) -> None:
     nowhere = f"http://127.0.0.1:{free_port()}"
     unreachable = remote.cli("executions", "list", "--url", nowhere, "--token", "ogs_x")
     assert unreachable.exit_code == 2
-    assert "cannot reach the server" in unreachable.stderr
+    assert unreachable.stderr == (
+        f"ongrid-skills: cannot reach {nowhere}: connection refused — is `ongrid-skills serve` "
+        "running? set --url or ONGRID_URL\n"
+    )
+    from_env = remote.cli("executions", "list", "--token", "ogs_x", ONGRID_URL=nowhere)
+    assert from_env.exit_code == 2
+    assert f"cannot reach {nowhere} (from ONGRID_URL): connection refused" in from_env.stderr
 
 
 def test_an_unknown_approval_or_execution_exits_2(remote: Remote) -> None:

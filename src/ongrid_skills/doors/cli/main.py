@@ -20,6 +20,7 @@ import click
 
 from ongrid_skills import strict_json, toolspec
 from ongrid_skills.doors.cli import chat as cli_agent
+from ongrid_skills.doors.cli import config_command as cli_config
 from ongrid_skills.doors.cli import mcp as cli_mcp
 from ongrid_skills.doors.cli import server as cli_server
 from ongrid_skills.doors.cli.context import Context, GlobalGroup, add_anywhere
@@ -366,6 +367,7 @@ def _one_line(text: str, limit: int = 80) -> str:
 cli_server.register(cli)
 cli_mcp.register(cli)
 cli_agent.register(cli)
+cli_config.register(cli)
 
 
 def main(argv: list[str] | None = None) -> Any:

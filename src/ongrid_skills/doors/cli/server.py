@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
+from click.core import ParameterSource
 
 from ongrid_skills.errors import SkillError
 from ongrid_skills.execution.records import iso
@@ -254,6 +255,7 @@ class Remote:
         if not token:
             _fail("a token is needed: --token or ONGRID_TOKEN")
         self.httpx = httpx
+        self.url = url.rstrip("/")
         self.client = httpx.Client(
             base_url=url.rstrip("/"), headers={"Authorization": f"Bearer {token}"}, timeout=60
         )
@@ -263,8 +265,8 @@ class Remote:
     def call(self, method: str, path: str, **kwargs: Any) -> Any:
         try:
             response = self.client.request(method, path, **kwargs)
-        except self.httpx.HTTPError as exc:
-            _fail(f"cannot reach the server: {exc}")
+        except self.httpx.TransportError as exc:
+            _fail(unreachable(self.url, exc))
         try:
             body = response.json() if response.content else {}
         except ValueError:  # not JSON: a proxy's page, uvicorn's plain-text 400…
@@ -294,8 +296,29 @@ class Remote:
                         yield event, json.loads(line[5:].strip())
                     elif not line:
                         event = "message"
+        except (self.httpx.ConnectError, self.httpx.ConnectTimeout) as exc:
+            _fail(unreachable(self.url, exc))
         except self.httpx.HTTPError as exc:
             _fail(f"stream broken: {exc}")
+
+
+def unreachable(url: str, exc: Exception) -> str:
+    """``cannot reach URL: connection refused — is `ongrid-skills serve` running? …``: the URL
+    asked, why (the OS's words, without the errno), where the URL came from, and what to do."""
+    reason = str(exc) or type(exc).__name__
+    if reason.startswith("[Errno"):
+        reason = reason.partition("] ")[2] or reason
+    reason = reason[:1].lower() + reason[1:]
+    source = click.get_current_context().get_parameter_source("url")
+    whence = ""
+    if source is ParameterSource.DEFAULT:
+        whence = " (the default URL)"
+    elif source is ParameterSource.ENVIRONMENT:
+        whence = " (from ONGRID_URL)"
+    return (
+        f"cannot reach {url}{whence}: {reason} — is `ongrid-skills serve` running? "
+        "set --url or ONGRID_URL"
+    )
 
 
 @click.group()
