@@ -2,8 +2,8 @@
 much a command prints, and which store it uses.
 
 - Global options: ``--config``, ``-d/--skills-dir`` (before the command), and ``--data-dir``,
-  ``-q/--quiet``, ``-v/--verbose`` accepted at any position (``ongrid-skills list -q``); on the
-  command line the last of ``-q``/``-v`` wins, over ``ONGRID_LOG_LEVEL``/``log_level``.
+  ``-q/--quiet``, ``-v/--verbose`` accepted at any position (:mod:`.options`); on the command
+  line the last of ``-q``/``-v`` wins, over ``ONGRID_LOG_LEVEL``/``log_level``.
 - Output: a command that loads skills prints one summary line on stderr (``loaded 12 skills,
   1 error (…)``), in a pipe as on a terminal; the loader lines of SPEC §3 under ``-v`` (or
   ``ONGRID_LOG_LEVEL=info|debug``), and always for the servers (``serve``, ``mcp``), whose stderr
@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import click
-from click.core import ParameterSource
 
 from ongrid_skills.errors import SkillError
 from ongrid_skills.settings import LOG_LEVELS, Origin, Settings, Trace
@@ -331,85 +330,3 @@ def whence(origin: Origin) -> str:
     if origin.kind == "file":
         return f"set in {origin.where}"
     return "the default data dir: ./.ongrid under the current directory"
-
-
-# ---- the options accepted at any position -------------------------------------------------------
-def _context(ctx: click.Context) -> Context:
-    """The Context, created by the first option that needs it (the group's options are
-    processed before the group's callback runs)."""
-    return ctx.ensure_object(Context)
-
-
-def _given(ctx: click.Context, param: click.Parameter) -> bool:
-    return ctx.get_parameter_source(param.name or "") is ParameterSource.COMMANDLINE
-
-
-def _on_quiet(ctx: click.Context, param: click.Parameter, value: bool) -> None:
-    if value and _given(ctx, param):
-        _context(ctx).set_quiet()
-
-
-def _on_verbose(ctx: click.Context, param: click.Parameter, value: int) -> None:
-    if value and _given(ctx, param):
-        _context(ctx).add_verbose(value)
-
-
-def _on_data_dir(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
-    if value is None:
-        return
-    if not value.strip():
-        raise click.BadParameter("must not be empty", ctx=ctx, param=param)
-    _context(ctx).set_data_dir(value)
-
-
-def anywhere_options() -> list[click.Option]:
-    """Fresh ``--data-dir``, ``-q`` and ``-v`` options, for one command."""
-    return [
-        click.Option(
-            ["--data-dir"],
-            type=click.Path(),
-            expose_value=False,
-            callback=_on_data_dir,
-            help="The data dir (store, audit chain), instead of ONGRID_DATA_DIR.",
-        ),
-        click.Option(
-            ["-q", "--quiet"],
-            is_flag=True,
-            expose_value=False,
-            callback=_on_quiet,
-            help="No loader summary (nor loader lines).",
-        ),
-        click.Option(
-            ["-v", "--verbose"],
-            count=True,
-            expose_value=False,
-            callback=_on_verbose,
-            help="The loader lines and which store is used; -vv: debug logs too.",
-        ),
-    ]
-
-
-def add_anywhere(command: click.Command) -> None:
-    """Give ``command`` (and, for a group, every command under it) the options accepted at
-    any position, unless it already has an option of the same name."""
-    taken = {opt for param in command.params for opt in getattr(param, "opts", ())}
-    for option in anywhere_options():
-        if not taken.intersection(option.opts):
-            command.params.append(option)
-    if isinstance(command, click.Group):
-        for sub in command.commands.values():
-            add_anywhere(sub)
-
-
-class GlobalGroup(click.Group):
-    """The top group: a command gets the anywhere-options when it is resolved, so commands
-    registered by any module (now or later) accept them, nested groups included."""
-
-    def resolve_command(
-        self, ctx: click.Context, args: list[str]
-    ) -> tuple[str | None, click.Command | None, list[str]]:
-        name, command, rest = super().resolve_command(ctx, args)
-        if command is not None and not getattr(command, "_anywhere", False):
-            add_anywhere(command)
-            command._anywhere = True  # type: ignore[attr-defined]
-        return name, command, rest

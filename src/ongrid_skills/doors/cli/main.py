@@ -23,8 +23,9 @@ from ongrid_skills.doors.cli import chat as cli_agent
 from ongrid_skills.doors.cli import config_command as cli_config
 from ongrid_skills.doors.cli import mcp as cli_mcp
 from ongrid_skills.doors.cli import server as cli_server
-from ongrid_skills.doors.cli.context import Context, GlobalGroup, add_anywhere
+from ongrid_skills.doors.cli.context import Context
 from ongrid_skills.doors.cli.local_audit import LocalTrace
+from ongrid_skills.doors.cli.options import GlobalGroup, add_anywhere
 from ongrid_skills.errors import (
     ApprovalRequired,
     Denied,
