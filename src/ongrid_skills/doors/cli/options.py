@@ -48,7 +48,7 @@ def anywhere_options() -> list[click.Option]:
     return [
         click.Option(
             ["--data-dir"],
-            type=click.Path(),
+            type=click.Path(readable=False),  # checked, with the fix to suggest, by Context
             expose_value=False,
             callback=_on_data_dir,
             help="The data dir (store, audit chain), instead of ONGRID_DATA_DIR.",
