@@ -21,10 +21,10 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import re
 import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import click
 
@@ -52,24 +52,29 @@ def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
 
 
 def mask_url(url: str) -> str:
-    """A database URL without its password (nor secret-looking query parameters).
+    """A database URL without its password (nor secret-looking query parameters), otherwise
+    exactly as written.
 
     >>> mask_url("postgresql://ops:s3cr3t@db:5432/ongrid?sslpassword=x&sslmode=require")
-    'postgresql://ops:********@db:5432/ongrid?sslpassword=%2A%2A%2A%2A%2A%2A%2A%2A&sslmode=require'
+    'postgresql://ops:********@db:5432/ongrid?sslpassword=********&sslmode=require'
     >>> mask_url("sqlite:////var/lib/ongrid/ongrid.db")
     'sqlite:////var/lib/ongrid/ongrid.db'
+    >>> mask_url("postgresql://ops@db/ongrid")
+    'postgresql://ops@db/ongrid'
     """
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, _, host = netloc.rpartition("@")
-        user, has_password, _ = userinfo.partition(":")
-        netloc = f"{user}:{MASK}@{host}" if has_password else netloc
-    query = parts.query
-    if query:
-        pairs = parse_qsl(query, keep_blank_values=True)
-        query = urlencode([(k, MASK if is_secret(k) else v) for k, v in pairs])
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    masked = _USERINFO.sub(lambda m: f"{m['head']}:{MASK}@", url, count=1)
+    head, question, query = masked.partition("?")
+    if not question:
+        return masked
+    pairs = []
+    for pair in query.split("&"):
+        key, equals, _ = pair.partition("=")
+        pairs.append(f"{key}={MASK}" if equals and is_secret(key) else pair)
+    return head + "?" + "&".join(pairs)
+
+
+#: ``scheme://user:password@``: the password is what goes.
+_USERINFO = re.compile(r"^(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^:/@?#]*):[^/?#]*@")
 
 
 def is_secret(name: str) -> bool:
