@@ -24,7 +24,7 @@ import os
 import re
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 
@@ -32,6 +32,7 @@ from ongrid_skills.errors import SkillError
 from ongrid_skills.settings import LOG_LEVELS, Origin, Settings, Trace
 
 if TYPE_CHECKING:
+    from ongrid_skills.builtins.reach import Reach
     from ongrid_skills.skills.registry import Registry
     from ongrid_skills.store import Store
 
@@ -169,7 +170,7 @@ class Context:
     def settings(self) -> Settings:
         return self.traced()[0]
 
-    def reach(self) -> Any:
+    def reach(self) -> Reach:
         """What built-ins run by this command may reach (the operator's settings)."""
         from ongrid_skills.builtins.reach import Reach  # noqa: PLC0415
 
@@ -177,16 +178,18 @@ class Context:
 
     # ---- how much is printed -----------------------------------------------------------------
     def level(self) -> int:
-        """The log level: -q/-v on the command line, else ONGRID_LOG_LEVEL (or the file's
-        log_level), else INFO for a server and WARNING for any other command."""
+        """The log level: -v/-vv on the command line, else (with -q: the command's default)
+        ONGRID_LOG_LEVEL (or the file's log_level), else INFO for a server and WARNING for any
+        other command. -q hides the loader output only: a server under -q still logs INFO."""
+        default = logging.INFO if self.server else logging.WARNING
         if self.flagged:
-            return {0: logging.WARNING, 1: logging.INFO}.get(self.verbosity, logging.DEBUG)
+            return {0: default, 1: logging.INFO}.get(self.verbosity, logging.DEBUG)
         configured = os.environ.get("ONGRID_LOG_LEVEL", "").strip().lower() or None
         if configured is None and self._loaded is not None:
             configured = self._loaded[0].log_level
         if configured in LOG_LEVELS:
             return int(getattr(logging, str(configured).upper()))
-        return logging.INFO if self.server else logging.WARNING
+        return default
 
     @property
     def chatty(self) -> bool:
