@@ -19,6 +19,7 @@ pytest_plugins = [
     "tests.support.browser",
     "tests.support.postgres",
     "tests.support.replicas",
+    "tests.support.unprivileged",
 ]
 
 #: Set for every test: the bundled catalogue stays out (tests count skills and loader lines

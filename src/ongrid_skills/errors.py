@@ -137,15 +137,24 @@ class NotFound(SkillError):
 
 
 class UnknownSkill(NotFound):
-    def __init__(self, name: str) -> None:
-        super().__init__(f"unknown skill {name!r}")
+    """No skill of that name; ``failed`` is the loader's reason when a file that would have
+    given it was refused (the usual surprise: a typo in the manifest, an entry not executable)."""
+
+    def __init__(self, name: str, failed: str | None = None) -> None:
+        why = f": it failed to load: {failed}" if failed else ""
+        super().__init__(f"unknown skill {name!r}{why}")
         self.name = name
+        self.failed = failed
 
 
 class UnknownPersona(NotFound):
-    def __init__(self, name: str) -> None:
-        super().__init__(f"unknown persona {name!r}")
+    """No persona of that name; ``failed`` as for :class:`UnknownSkill`."""
+
+    def __init__(self, name: str, failed: str | None = None) -> None:
+        why = f": it failed to load: {failed}" if failed else ""
+        super().__init__(f"unknown persona {name!r}{why}")
         self.name = name
+        self.failed = failed
 
 
 @dataclass(frozen=True, slots=True)

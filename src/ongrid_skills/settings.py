@@ -1,4 +1,9 @@
-"""Settings: ``ONGRID_*`` environment variables over an optional TOML file; env wins."""
+"""Settings: ``ONGRID_*`` environment variables over an optional TOML file; env wins.
+
+:meth:`Settings.traced` also says where each value came from (``ongrid-skills config`` shows it).
+This module reads the environment and the file it is given, nothing else: it never creates a
+directory or opens the store.
+"""
 
 from __future__ import annotations
 
@@ -65,6 +70,8 @@ class Settings:
     llm_timeout_seconds: int = 120
     llm_stream: bool = True  # stream model output where the provider streams
     llm_max_tokens: int = 4096  # per model reply (Anthropic requires it)
+    # How much the commands log (debug|info|warning|error); unset: each command's own default.
+    log_level: str | None = None
     # What the built-ins may reach (docs/security.md): readable roots of the file built-ins, and
     # network rules of the probes (CIDRs, addresses or host names; ``*.example.com`` allowed).
     builtin_read_paths: tuple[str, ...] = DEFAULT_READ_PATHS
@@ -89,8 +96,16 @@ class Settings:
     @classmethod
     def load(cls, environ: Mapping[str, str] | None = None, config: str | None = None) -> Settings:
         """Read the TOML file (if any), then let ``ONGRID_*`` variables override it."""
+        return cls.traced(environ, config)[0]
+
+    @classmethod
+    def traced(
+        cls, environ: Mapping[str, str] | None = None, config: str | None = None
+    ) -> tuple[Settings, Trace]:
+        """Like :meth:`load`, plus where each value came from."""
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {}
+        trace = Trace()
         if config:
             try:
                 with open(config, "rb") as fh:
@@ -98,21 +113,66 @@ class Settings:
             except (OSError, tomllib.TOMLDecodeError) as exc:
                 raise ConfigError(f"config file {config}: {exc}") from None
             section = data.get("ongrid", data)
+            if not isinstance(section, dict):
+                raise ConfigError(f"config file {config}: [ongrid] must be a table")
             values.update(section)
+            from_file = Origin("file", os.path.abspath(config))
+            for key in values:
+                if key in _FIELD_NAMES:
+                    trace.origins[key] = from_file
+                elif key != "config":
+                    trace.ignored.append(key)
         skill_config = _flatten(values.pop("config", {}) or {})
         for spec in fields(cls):
             if spec.name not in _FIELD_NAMES:
                 continue
-            raw = env.get(_ENV_NAMES.get(spec.name, "ONGRID_" + spec.name.upper()))
+            name = env_var(spec.name)
+            raw = env.get(name)
             if raw is not None:
                 values[spec.name] = raw
-        settled = {k: _coerce(k, v) for k, v in values.items() if k in _FIELD_NAMES}
+                trace.origins[spec.name] = Origin("env", name)
+        settled: dict[str, Any] = {}
+        for key, value in values.items():
+            if key in _FIELD_NAMES:
+                try:
+                    settled[key] = _coerce(key, value)
+                except ConfigError as exc:  # say where the bad value was written
+                    raise ConfigError(f"{trace.origin(key).where}: {exc.message}") from None
         settled["config"] = ConfigView(skill_config, env)
         settled["config_file"] = os.path.abspath(config) if config else None
         if settled.get("llm_api_key") is None:  # the provider's usual variable
             provider = settled.get("llm_provider") or "openai"
-            settled["llm_api_key"] = env.get(_LLM_KEY_FALLBACK[provider]) or None
-        return cls(**settled)
+            fallback = _LLM_KEY_FALLBACK[provider]
+            settled["llm_api_key"] = env.get(fallback) or None
+            if settled["llm_api_key"] is not None:
+                trace.origins["llm_api_key"] = Origin("env", fallback)
+        return cls(**settled), trace
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where one setting's value came from: ``flag`` (its option), ``env`` (the variable),
+    ``file`` (the TOML file's absolute path) or ``default``."""
+
+    kind: str
+    where: str | None = None
+
+    def __str__(self) -> str:
+        return self.kind if self.where is None else f"{self.kind} {self.where}"
+
+
+DEFAULT_ORIGIN = Origin("default")
+
+
+@dataclass(slots=True)
+class Trace:
+    """Where the values of one :meth:`Settings.traced` came from; keys of the file it ignored."""
+
+    origins: dict[str, Origin] = field(default_factory=dict)
+    ignored: list[str] = field(default_factory=list)
+
+    def origin(self, name: str) -> Origin:
+        return self.origins.get(name, DEFAULT_ORIGIN)
 
 
 _FIELD_NAMES = {f.name for f in fields(Settings)} - {"config", "config_file"}
@@ -167,6 +227,13 @@ _ENV_NAMES = {
     "native_dirs": "ONGRID_SKILLS_NATIVE_DIRS",
     "persona_dirs": "ONGRID_PERSONAS_DIRS",
 }
+
+
+def env_var(name: str) -> str:
+    """The environment variable of a setting: ``ONGRID_DATA_DIR`` for ``data_dir``."""
+    return _ENV_NAMES.get(name, "ONGRID_" + name.upper())
+
+
 _INT_FIELDS = {
     "default_timeout_seconds",
     "max_concurrent_executions",
@@ -186,6 +253,7 @@ _INT_FIELDS = {
 }
 _ZERO_OK = {"execution_queue_size", "llm_max_retries", "prompt_listing_max_chars"}
 _BOOL_FIELDS = {"bundled_skills", "llm_stream"}
+LOG_LEVELS = ("debug", "info", "warning", "error")
 LLM_PROVIDERS = ("openai", "anthropic")
 _LLM_KEY_FALLBACK = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 
@@ -233,6 +301,11 @@ def _coerce(name: str, value: Any) -> Any:
         if text not in LLM_PROVIDERS:
             raise ConfigError(f"{name} must be openai or anthropic, got {value!r}")
         return text
+    if name == "log_level":
+        text = str(value).strip().lower()
+        if text not in LOG_LEVELS:
+            raise ConfigError(f"{name} must be one of {', '.join(LOG_LEVELS)}, got {value!r}")
+        return text
     if name in _BOOL_FIELDS:
         if isinstance(value, bool):
             return value
@@ -250,7 +323,9 @@ def _coerce(name: str, value: Any) -> Any:
         if number < 0 or (number == 0 and name not in _ZERO_OK):
             raise ConfigError(f"{name} must be positive, got {number}")
         return number
-    return None if value in ("", None) else str(value)
+    if value is not None and not isinstance(value, str):  # a TOML number, list or table
+        raise ConfigError(f"{name} must be a string, got {value!r}")
+    return value or None
 
 
 def _check_http_url(what: str, url: str, *, show: bool = False) -> None:

@@ -83,7 +83,7 @@ class Registry:
         try:
             return self._skills[name]
         except KeyError:
-            raise UnknownSkill(name) from None
+            raise UnknownSkill(name, self.report.failure(name)) from None
 
     def lookup(self, name: str) -> Skill | None:
         """A skill by its name or an alias (the name its author wrote, ``pack:name``)."""
@@ -96,7 +96,7 @@ class Registry:
         """Like :meth:`get`, aliases included."""
         skill = self.lookup(name)
         if skill is None:
-            raise UnknownSkill(name)
+            raise UnknownSkill(name, self.report.failure(name))
         return skill
 
     def persona(self, name: str) -> Persona:
@@ -104,7 +104,7 @@ class Registry:
         try:
             return self._personas[name]
         except KeyError:
-            raise UnknownPersona(name) from None
+            raise UnknownPersona(name, self.report.failure(name, ("persona",))) from None
 
     def list(
         self,

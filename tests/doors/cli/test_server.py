@@ -177,7 +177,7 @@ def test_token_create_prints_only_the_token_on_stdout(remote: Remote) -> None:
     """The console script itself (on a data dir of its own: see the last test of this file)."""
     environ = {"PATH": os.environ["PATH"], "ONGRID_DATA_DIR": str(remote.base / "other-data")}
     done = subprocess.run(
-        [CLI, "token", "create", "--role", "operator", "--name", "x"],
+        [CLI, "token", "create", "--init", "--role", "operator", "--name", "x"],
         capture_output=True,
         text=True,
         env=environ,
@@ -200,6 +200,7 @@ def test_token_create_refuses_a_duplicate_active_name(remote: Remote) -> None:
     result = remote.cli(
         "token",
         "create",
+        "--init",
         "--role",
         "viewer",
         "--name",
@@ -242,7 +243,7 @@ def test_token_list_shows_every_token_without_its_secret(remote: Remote) -> None
 
 def test_token_revoke_by_name_or_id_on_a_stopped_data_dir(remote: Remote) -> None:
     other = {"ONGRID_DATA_DIR": str(remote.base / "revoke-data")}
-    created = remote.cli("token", "create", "--role", "viewer", "--name", "temp", **other)
+    created = remote.cli("token", "create", "--init", "--role", "viewer", "--name", "temp", **other)
     assert created.exit_code == 0
     listed = json.loads(remote.cli("token", "list", "--json", **other).stdout)
     [temp] = [r for r in listed if r["name"] == "temp"]
@@ -333,7 +334,13 @@ def test_no_token_or_no_server_exits_2_with_a_message(remote: Remote) -> None:
     nowhere = f"http://127.0.0.1:{free_port()}"
     unreachable = remote.cli("executions", "list", "--url", nowhere, "--token", "ogs_x")
     assert unreachable.exit_code == 2
-    assert "cannot reach the server" in unreachable.stderr
+    assert unreachable.stderr == (
+        f"ongrid-skills: cannot reach {nowhere}: connection refused — is `ongrid-skills serve` "
+        "running? set --url or ONGRID_URL\n"
+    )
+    from_env = remote.cli("executions", "list", "--token", "ogs_x", ONGRID_URL=nowhere)
+    assert from_env.exit_code == 2
+    assert f"cannot reach {nowhere} (from ONGRID_URL): connection refused" in from_env.stderr
 
 
 def test_an_unknown_approval_or_execution_exits_2(remote: Remote) -> None:

@@ -20,19 +20,22 @@ from typing import Any, NoReturn
 import click
 
 from ongrid_skills import toolspec
-from ongrid_skills.builtins.reach import Reach
 from ongrid_skills.doors.cli import args as cli_args
 from ongrid_skills.doors.cli import chat as cli_agent
+from ongrid_skills.doors.cli import config_command as cli_config
 from ongrid_skills.doors.cli import mcp as cli_mcp
 from ongrid_skills.doors.cli import pack as cli_pack
 from ongrid_skills.doors.cli import remote_run
 from ongrid_skills.doors.cli import server as cli_server
+from ongrid_skills.doors.cli.context import Context
 from ongrid_skills.doors.cli.exits import (
     EXIT_DENIED,
     EXIT_FAILED,
     EXIT_USAGE,
     STATUS_EXIT,
 )
+from ongrid_skills.doors.cli.local_audit import LocalTrace
+from ongrid_skills.doors.cli.options import GlobalGroup, add_anywhere
 from ongrid_skills.errors import (
     ApprovalRequired,
     Denied,
@@ -64,57 +67,6 @@ ERROR_EXIT = {
 
 AUDIT = logging.getLogger("ongrid_skills.audit")
 
-#: Libraries that log every request or file event at INFO (httpx: "HTTP Request: GET …",
-#: watchfiles: "N changes detected"); a command shows only warnings from them.
-QUIET_LIBRARIES = (
-    "alembic",
-    "anthropic",
-    "httpx",
-    "httpx2",
-    "mcp",
-    "openai",
-    "watchfiles",
-)
-
-
-class Context:
-    """The group's options, handed to every command; settings and registry load on demand."""
-
-    def __init__(self, config: str | None, skills_dirs: tuple[str, ...], quiet: bool) -> None:
-        self.config = config
-        self.skills_dirs = tuple(os.path.abspath(d) for d in skills_dirs)
-        self.quiet = quiet
-
-    def settings(self) -> Settings:
-        """The settings: the environment over the ``--config`` file; a bad one exits 2."""
-        try:
-            settings = Settings.load(config=self.config)
-            Reach.from_settings(settings)  # a malformed network rule fails here, not in a server
-        except SkillError as exc:
-            fail(exc)
-        return settings
-
-    def reach(self) -> Reach:
-        """What built-ins run by this command may reach (the operator's settings)."""
-        try:
-            return Reach.from_settings(self.settings())
-        except SkillError as exc:
-            fail(exc)
-
-    def registry(self) -> Registry:
-        """The registry of the configured dirs plus the ``-d`` ones, loader lines on stderr."""
-        settings = self.settings()
-        dirs = (*settings.external_dirs, *self.skills_dirs)
-        # The runtime brings the store (SQLAlchemy, Alembic): loaded only by commands that load.
-        from ongrid_skills.runtime import load_registry  # noqa: PLC0415
-
-        return load_registry(external_dirs=dirs, settings=settings, log=self.loader_line)
-
-    def loader_line(self, line: str) -> None:
-        """Print one loader line on stderr, unless ``--quiet``."""
-        if not self.quiet:
-            click.echo(line, err=True)
-
 
 def fail(exc: SkillError, *, as_json: bool = False) -> NoReturn:
     """Report ``exc`` (also as JSON on stdout with ``as_json``) and exit with its code's status."""
@@ -124,7 +76,7 @@ def fail(exc: SkillError, *, as_json: bool = False) -> NoReturn:
     sys.exit(ERROR_EXIT.get(exc.code, EXIT_FAILED))
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=GlobalGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--config", type=click.Path(dir_okay=False), help="TOML settings file.")
 @click.option(
     "-d",
@@ -134,17 +86,16 @@ def fail(exc: SkillError, *, as_json: bool = False) -> NoReturn:
     type=click.Path(file_okay=False),
     help="Extra allow-listed skills root (after ONGRID_SKILLS_EXTERNAL_DIRS). Repeatable.",
 )
-@click.option("-q", "--quiet", is_flag=True, help="Do not print the loader lines.")
 @click.version_option(package_name="ongrid-skills")
 @click.pass_context
-def cli(ctx: click.Context, config: str | None, skills_dirs: tuple[str, ...], quiet: bool) -> None:
-    """Skill manager for LLM agents doing operations work."""
-    ctx.obj = Context(config, skills_dirs, quiet)
-    if not logging.getLogger().handlers:
-        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    logging.getLogger("ongrid_skills.loader").propagate = False
-    for name in QUIET_LIBRARIES:  # their INFO lines are noise in a command's output
-        logging.getLogger(name).setLevel(logging.WARNING)
+def cli(ctx: click.Context, config: str | None, skills_dirs: tuple[str, ...]) -> None:
+    """Skill manager for LLM agents doing operations work.
+
+    --data-dir, -q and -v are accepted before or after the command."""
+    ctx.ensure_object(Context).configure(config, skills_dirs, ctx.invoked_subcommand)
+
+
+add_anywhere(cli)
 
 
 @cli.command("list")
@@ -289,6 +240,13 @@ def run(
             local_user(),
             os.getpid(),
         )
+    trace = LocalTrace(obj, registry.skills.get(name), args, persona, dangerous)
+
+    def on_event(event: Event) -> None:
+        trace.event(event)  # before the skill starts: its start is recorded first
+        if not as_json:
+            _print_event(event)
+
     try:
         execution = asyncio.run(
             execute(
@@ -297,12 +255,15 @@ def run(
                 args,
                 confirm=yes,
                 persona=persona,
-                on_event=None if as_json else _print_event,
+                on_event=on_event,
                 allow_dangerous=dangerous,
                 requested_by=f"cli:{local_user()}",
                 reach=reach,
             )
         )
+    except KeyboardInterrupt:
+        trace.finish(None, "interrupted")
+        raise
     except ApprovalRequired as exc:
         hint = _confirmation_hint(registry, name)
         needed = exc.signatures_required
@@ -311,6 +272,7 @@ def run(
         )
     except (Denied, InvalidArgs, NotFound) as exc:
         fail(exc, as_json=as_json)
+    trace.finish(execution)
     _print_execution(execution, as_json)
     sys.exit(STATUS_EXIT.get(execution.status, EXIT_FAILED))
 
@@ -433,6 +395,7 @@ cli_server.register(cli)
 cli_mcp.register(cli)
 cli_agent.register(cli)
 cli_pack.register(cli)
+cli_config.register(cli)
 
 
 def main(argv: list[str] | None = None) -> Any:

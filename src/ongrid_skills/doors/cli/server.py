@@ -33,19 +33,11 @@ if TYPE_CHECKING:
 MAX_REQUEST_HEAD_BYTES = 64 * 1024
 
 
-def _store(ctx: click.Context) -> Store:
-    from ongrid_skills.store import open_store  # noqa: PLC0415 - lazy: see above
-
-    settings = ctx.obj.settings()
-    try:
-        return open_store(
-            settings.data_dir,
-            settings.database_url,
-            audit_key_file=settings.audit_key_file,
-            audit_sink=settings.audit_sink,
-        )
-    except Exception as exc:  # a broken data dir must say so, not trace back
-        raise click.ClickException(f"cannot open the store in {settings.data_dir}: {exc}") from exc
+def _store(ctx: click.Context, *, create: bool = False) -> Store:
+    """The data dir's store; one that does not exist yet is created only with ``create``, else
+    the command exits 2 naming the path it looked at (see Context.store_settings)."""
+    store: Store = ctx.obj.open_store(create=create)
+    return store
 
 
 def register(cli: click.Group) -> None:
@@ -75,7 +67,7 @@ def serve(ctx: click.Context, host: str, port: int, watch: bool, access_log: boo
         sock = socket.create_server((host, port), family=_family(host), backlog=2048)
     except OSError as exc:
         raise click.ClickException(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
-    store = _store(ctx)
+    store = _store(ctx, create=True)
     first = bootstrap_admin_token(store)
     url = f"http://{_shown(host)}:{port}"
     click.echo(
@@ -157,10 +149,16 @@ def token() -> None:
     help="Who holds it (it signs approvals and audits): NFKC-normalised and case-folded, then "
     "1-64 of a-z 0-9 . _ @ -, unique, not a reserved name such as manager or watch.",
 )
+@click.option(
+    "--init",
+    is_flag=True,
+    help="Create the data dir's store if there is none yet (an explicit --data-dir does too); "
+    "without either, a missing store is an error (exit 2) naming the path looked at.",
+)
 @click.pass_context
-def token_create(ctx: click.Context, role: str, name: str) -> None:
+def token_create(ctx: click.Context, role: str, name: str, init: bool) -> None:
     """Print only the new token on stdout."""
-    store = _store(ctx)
+    store = _store(ctx, create=init or ctx.obj.data_dir_flag is not None)
     try:
         secret, _ = store.tokens.create(name, Role(role), actor=f"cli:{local_user()}")
     except SkillError as exc:
