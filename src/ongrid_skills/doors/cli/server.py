@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
+from ongrid_skills.doors.cli import output
 from ongrid_skills.errors import SkillError
 from ongrid_skills.execution.records import iso
 from ongrid_skills.governance.principal import local_user
@@ -57,7 +58,7 @@ def register(cli: click.Group) -> None:
 
 @click.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
-@click.option("--port", default=8731, show_default=True, type=int)
+@click.option("--port", default=8731, show_default=True, type=int, help="TCP port to listen on.")
 @click.option("--watch", is_flag=True, help="Reload when files under the dirs change.")
 @click.option("--access-log", is_flag=True, help="Log every HTTP request.")
 @click.pass_context
@@ -146,7 +147,13 @@ def token() -> None:
 
 
 @token.command("create")
-@click.option("--role", type=click.Choice([r.value for r in Role]), required=True)
+@click.option(
+    "--role",
+    type=click.Choice([r.value for r in Role]),
+    required=True,
+    help="viewer: read, run safe skills; operator: also request mutating/dangerous runs and "
+    "sign approvals; admin: also packs, tokens, reload.",
+)
 @click.option(
     "--name",
     required=True,
@@ -165,16 +172,20 @@ def token_create(ctx: click.Context, role: str, name: str) -> None:
 
 
 @token.command("list")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the tokens as a JSON array.")
+@output.output_option
 @click.pass_context
-def token_list(ctx: click.Context, as_json: bool) -> None:
+def token_list(ctx: click.Context, as_json: bool, output_format: str | None) -> None:
+    """List every token of the data dir (never its secret), revoked ones included."""
+    fmt = output.resolve(as_json, output_format)
     rows = [t.to_dict() for t in _store(ctx).tokens.all()]
-    if as_json:
-        click.echo(json.dumps(rows))
-        return
-    for row in rows:
-        state = f"revoked {row['revoked_at']}" if row["revoked_at"] else "active"
-        click.echo(f"{row['id']}  {row['name']:<20} {row['role']:<9} {row['created_at']}  {state}")
+    output.emit(
+        fmt,
+        data=rows,
+        json_text=json.dumps(rows),
+        table=lambda: output.tokens_table(rows),
+        empty="no tokens (create one: ongrid-skills token create --role R --name N)",
+    )
 
 
 @token.command("revoke")
@@ -220,21 +231,30 @@ def audit_verify(ctx: click.Context, sinks: tuple[str, ...]) -> None:
 
 
 @audit.command("list")
-@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000))
+@click.option(
+    "--limit",
+    default=50,
+    show_default=True,
+    type=click.IntRange(1, 10_000),
+    help="How many of the latest entries.",
+)
 @click.option("--action", help="Only this action, e.g. approval.signed.")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the entries as a JSON array.")
+@output.output_option
 @click.pass_context
-def audit_list(ctx: click.Context, limit: int, action: str | None, as_json: bool) -> None:
+def audit_list(
+    ctx: click.Context, limit: int, action: str | None, as_json: bool, output_format: str | None
+) -> None:
+    """List the latest entries of the audit chain."""
+    fmt = output.resolve(as_json, output_format)
     entries = _store(ctx).audit.entries(limit=limit, action=action)
-    if as_json:
-        click.echo(json.dumps(entries, ensure_ascii=False))
-        return
-    for e in entries:
-        data = json.dumps(e["data"], ensure_ascii=False)
-        click.echo(
-            f"{e['seq']:>6} {iso(e['ts'])} {e['actor']:<16} {e['action']:<22} "
-            f"{e['subject'] or '-'} {data[:160]}"
-        )
+    output.emit(
+        fmt,
+        data=entries,
+        json_text=json.dumps(entries, ensure_ascii=False),
+        table=lambda: output.audit_table(entries, iso),
+        empty=f"no audit entries for {action}" if action else "no audit entries",
+    )
 
 
 # ---- against a server -------------------------------------------------------------------
@@ -307,27 +327,31 @@ def approvals() -> None:
 
 @approvals.command("list")
 @click.option("--status", default="pending", show_default=True, help="Or '' for all.")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the body of GET /v1/approvals.")
+@output.output_option
 @remote_options
-def approvals_list(status: str, as_json: bool, url: str, token: str | None) -> None:
+def approvals_list(
+    status: str, as_json: bool, output_format: str | None, url: str, token: str | None
+) -> None:
+    """List the approval requests (the pending ones by default)."""
+    fmt = output.resolve(as_json, output_format)
     params = {"status": status} if status else {}
     body = Remote(url, token).call("GET", "/v1/approvals", params=params)
-    if as_json:
-        click.echo(json.dumps(body))
-        return
-    for a in body["items"]:
-        click.echo(
-            f"{a['id']}  {a['status']:<9} {a['skill']:<20} {a['class']:<9} "
-            f"{a['signatures_collected']}/{a['signatures_required']} by {a['requested_by']}  "
-            f"args={json.dumps(a['args'], ensure_ascii=False)}"
-        )
+    output.emit(
+        fmt,
+        data=body,
+        json_text=json.dumps(body),
+        table=lambda: output.approvals_table(body["items"]),
+        empty=f"no {status} approvals" if status else "no approvals",
+    )
 
 
 @approvals.command("approve")
 @click.argument("approval_id")
-@click.option("--comment")
+@click.option("--comment", help="Why: kept with the signature and in the audit chain.")
 @remote_options
 def approvals_approve(approval_id: str, comment: str | None, url: str, token: str | None) -> None:
+    """Sign a request; the call runs once it has the signatures it needs."""
     body = Remote(url, token).call(
         "POST", f"/v1/approvals/{approval_id}/approve", json={"comment": comment}
     )
@@ -336,9 +360,10 @@ def approvals_approve(approval_id: str, comment: str | None, url: str, token: st
 
 @approvals.command("reject")
 @click.argument("approval_id")
-@click.option("--comment")
+@click.option("--comment", help="Why: kept with the rejection and in the audit chain.")
 @remote_options
 def approvals_reject(approval_id: str, comment: str | None, url: str, token: str | None) -> None:
+    """Reject a request: the call never runs."""
     body = Remote(url, token).call(
         "POST", f"/v1/approvals/{approval_id}/reject", json={"comment": comment}
     )
@@ -351,34 +376,49 @@ def executions() -> None:
 
 
 @executions.command("list")
-@click.option("--skill")
-@click.option("--status")
-@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 500))
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--skill", help="Only calls of this skill.")
+@click.option("--status", help="Only calls in this status, e.g. failed or pending_approval.")
+@click.option(
+    "--limit",
+    default=20,
+    show_default=True,
+    type=click.IntRange(1, 500),
+    help="How many of the latest calls.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the body of GET /v1/executions.")
+@output.output_option
 @remote_options
 def executions_list(
-    skill: str | None, status: str | None, limit: int, as_json: bool, url: str, token: str | None
+    skill: str | None,
+    status: str | None,
+    limit: int,
+    as_json: bool,
+    output_format: str | None,
+    url: str,
+    token: str | None,
 ) -> None:
+    """List the latest calls, newest first."""
+    fmt = output.resolve(as_json, output_format)
     params: dict[str, Any] = {"limit": limit}
     if skill:
         params["skill"] = skill
     if status:
         params["status"] = status
     body = Remote(url, token).call("GET", "/v1/executions", params=params)
-    if as_json:
-        click.echo(json.dumps(body))
-        return
-    for e in body["items"]:
-        click.echo(
-            f"{e['id']}  {e['created_at']}  {e['status']:<16} {e['skill']:<20} "
-            f"{e['requested_by'] or '-'}"
-        )
+    output.emit(
+        fmt,
+        data=body,
+        json_text=json.dumps(body),
+        table=lambda: output.executions_table(body["items"]),
+        empty="no executions match" if skill or status else "no executions",
+    )
 
 
 @executions.command("show")
 @click.argument("execution_id")
 @remote_options
 def executions_show(execution_id: str, url: str, token: str | None) -> None:
+    """Print one call (the Execution) as JSON."""
     click.echo(json.dumps(Remote(url, token).call("GET", f"/v1/executions/{execution_id}")))
 
 
