@@ -62,7 +62,12 @@ def _compact(value: Any) -> str:
 
 def skills_table(skills: Iterable[Skill]) -> Table:
     table = Table(
-        [Column("NAME"), Column("CLASS"), Column("CATEGORY"), Column("DESCRIPTION", flexible=True)]
+        [
+            Column("NAME", key=True),
+            Column("CLASS"),
+            Column("CATEGORY"),
+            Column("DESCRIPTION", flexible=True),
+        ]
     )
     for skill in skills:
         description: Cell = one_line(skill.description, 80)
@@ -76,7 +81,13 @@ def skills_table(skills: Iterable[Skill]) -> Table:
 
 def tokens_table(rows: Iterable[Mapping[str, Any]]) -> Table:
     table = Table(
-        [Column("ID"), Column("NAME"), Column("ROLE"), Column("CREATED"), Column("STATE")]
+        [
+            Column("ID", key=True),
+            Column("NAME", key=True),
+            Column("ROLE"),
+            Column("CREATED"),
+            Column("STATE"),
+        ]
     )
     for row in rows:
         revoked = row["revoked_at"]
@@ -89,11 +100,11 @@ def audit_table(entries: Iterable[Mapping[str, Any]], when: Any) -> Table:
     """``when`` turns an entry's ``ts`` into the time shown (the store's ISO format)."""
     table = Table(
         [
-            Column("SEQ", justify="right"),
+            Column("SEQ", justify="right", key=True),
             Column("TIME"),
             Column("ACTOR"),
             Column("ACTION"),
-            Column("SUBJECT"),
+            Column("SUBJECT", key=True),
             Column("DATA", flexible=True),
         ]
     )
@@ -108,7 +119,7 @@ def audit_table(entries: Iterable[Mapping[str, Any]], when: Any) -> Table:
 def approvals_table(items: Iterable[Mapping[str, Any]]) -> Table:
     table = Table(
         [
-            Column("ID"),
+            Column("ID", key=True),
             Column("STATUS"),
             Column("SKILL"),
             Column("CLASS"),
@@ -129,7 +140,13 @@ def approvals_table(items: Iterable[Mapping[str, Any]]) -> Table:
 
 def executions_table(items: Iterable[Mapping[str, Any]]) -> Table:
     table = Table(
-        [Column("ID"), Column("CREATED"), Column("STATUS"), Column("SKILL"), Column("REQUESTED BY")]
+        [
+            Column("ID", key=True),
+            Column("CREATED"),
+            Column("STATUS"),
+            Column("SKILL"),
+            Column("REQUESTED BY"),
+        ]
     )
     for e in items:
         table.rows.append(

@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 FORMATS = ("table", "json", "yaml")
 #: Between two columns of a drawn table: a padding cell, the (blank) rule, a padding cell.
 _GAP = 3
+#: How narrow a flexible column, then any other but a key, may be cut on a narrow screen.
+_NARROWEST, _NARROWEST_FIXED = 12, 8
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -41,11 +43,15 @@ Cell = str | Styled | tuple[str | Styled, ...]
 
 @dataclass(frozen=True, slots=True)
 class Column:
-    """A column: its header, alignment, and whether it gives way when the screen is narrow."""
+    """A column: its header, its alignment, and how it gives way on a narrow screen.
+
+    ``flexible``: takes the width the others leave and is cut with "…" (a description, args).
+    ``key``: an identifier a person copies (an id, a name), never cut nor folded."""
 
     header: str
     justify: Literal["left", "right"] = "left"
     flexible: bool = False
+    key: bool = False
 
 
 @dataclass(slots=True)
@@ -139,6 +145,35 @@ def rich_text(cell: Cell) -> Text:
     return Text.assemble(*(rich_text(part) for part in cell))
 
 
+def fit(natural: list[int], columns: list[Column], room: int) -> list[int]:
+    """Column widths that fit ``room`` cells, one line per row: the flexible columns give way
+    first (down to 12), then every column but the keys (down to 8), always the widest first.
+    Keys never shrink: past that the screen's edge crops the line.
+
+    >>> cols = [Column("ID", key=True), Column("WHEN"), Column("WHAT", flexible=True)]
+    >>> fit([32, 24, 60], cols, 200)
+    [32, 24, 60]
+    >>> fit([32, 24, 60], cols, 100)
+    [32, 24, 44]
+    >>> fit([32, 24, 60], cols, 60)
+    [32, 16, 12]
+    >>> fit([32, 24, 60], cols, 30)
+    [32, 8, 8]
+    """
+    widths = list(natural)
+    for floor, may in (
+        (_NARROWEST, lambda c: c.flexible),
+        (_NARROWEST_FIXED, lambda c: not c.key),
+    ):
+        while sum(widths) > room:
+            candidates = [i for i, c in enumerate(columns) if may(c) and widths[i] > floor]
+            if not candidates:
+                break
+            widest = max(candidates, key=lambda i: widths[i])
+            widths[widest] -= 1
+    return widths
+
+
 def _print_rich(table: Table) -> None:
     from rich import box  # noqa: PLC0415 - lazy: terminal only
     from rich.cells import cell_len  # noqa: PLC0415
@@ -146,23 +181,16 @@ def _print_rich(table: Table) -> None:
 
     out = console()
     drawn = RichTable(box=box.SIMPLE_HEAD, header_style="bold", show_edge=False, pad_edge=False)
-    widest = [
+    natural = [
         max(cell_len(column.header), *(cell_len(cell_text(row[i])) for row in table.rows))
         for i, column in enumerate(table.columns)
     ]
-    # Fixed columns keep their widest cell; the flexible ones share what is left and end in
-    # "…" (rich would shrink every column alike, and a no-wrap one past the screen's edge).
-    fixed = sum(w for w, c in zip(widest, table.columns, strict=True) if not c.flexible)
-    flexible = sum(1 for c in table.columns if c.flexible) or 1
-    room = (out.width - fixed - _GAP * (len(table.columns) - 1)) // flexible
-    for column, width in zip(table.columns, widest, strict=True):
+    # Our widths, not rich's: rich would shrink every column alike (ids included) or fold
+    # cells onto many lines; a row stays one line and a cut cell ends in "…".
+    room = out.width - _GAP * (len(table.columns) - 1)
+    for column, width in zip(table.columns, fit(natural, table.columns, room), strict=True):
         drawn.add_column(
-            column.header,
-            justify=column.justify,
-            no_wrap=True,
-            overflow="ellipsis",
-            min_width=None if column.flexible else width,
-            max_width=max(room, 12) if column.flexible else None,
+            column.header, justify=column.justify, no_wrap=True, overflow="ellipsis", width=width
         )
     for row in table.rows:
         drawn.add_row(*(rich_text(cell) for cell in row))
