@@ -13,11 +13,14 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 EXAMPLES := $(CURDIR)/examples/skills
+PERSONAS := $(CURDIR)/examples/personas
 
-# The main job: the server on the bundled examples, with the embedded SQLite store in .ongrid/.
-# The first start prints an admin token once.
+# The main job: the server on the bundled examples (skills and personas), with the embedded
+# SQLite store in .ongrid/. The first start prints an admin token once. Each default gives way
+# to the variable when it is set.
 run: $(STAMP)
 	ONGRID_SKILLS_EXTERNAL_DIRS=$${ONGRID_SKILLS_EXTERNAL_DIRS:-$(EXAMPLES)} \
+	ONGRID_PERSONAS_DIRS=$${ONGRID_PERSONAS_DIRS:-$(PERSONAS)} \
 		$(BIN)/ongrid-skills serve --watch
 
 lint: $(STAMP)

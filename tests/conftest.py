@@ -12,7 +12,14 @@ from collections.abc import Iterator
 
 import pytest
 
-pytest_plugins = ["tests.support.skills", "tests.support.server", "tests.support.llm"]
+pytest_plugins = [
+    "tests.support.skills",
+    "tests.support.server",
+    "tests.support.llm",
+    "tests.support.browser",
+    "tests.support.postgres",
+    "tests.support.replicas",
+]
 
 #: Set for every test: the bundled catalogue stays out (tests count skills and loader lines
 #: exactly) unless a test asks for it (bundled=True, or ONGRID_BUNDLED_SKILLS=1 for a child).

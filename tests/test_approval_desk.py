@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from ongrid_skills.settings import Settings
 from tests.support.processes import alive, read_pid
 from tests.support.server import Server, make_settings, running_app
 from tests.support.skills import MakeSkill
@@ -96,6 +97,14 @@ def folders(make_skill: MakeSkill) -> dict[str, Path]:
 @pytest.fixture
 def server_skills(folders: dict[str, Path]) -> dict[str, Path]:
     return folders
+
+
+@pytest.fixture
+def server_settings(
+    tmp_path: Path, skills_root: Path, server_skills: Any, database_url: str | None
+) -> Settings:
+    """Every test of the desk on both engines: the embedded SQLite store, then PostgreSQL."""
+    return make_settings(tmp_path, skills_root, database_url=database_url)
 
 
 # ---- mutating: one confirmation ------------------------------------------------------------

@@ -78,3 +78,93 @@ def test_a_broken_toml_file_is_a_config_error(tmp_path: Path) -> None:
 def test_a_non_integer_timeout_setting_is_a_config_error() -> None:
     with pytest.raises(ConfigError):
         Settings.load(environ={"ONGRID_DEFAULT_TIMEOUT_SECONDS": "soon"})
+
+
+# ---- approval notifications ----------------------------------------------------------------
+SLACK = "https://hooks.slack.com/services/T000/B000/s3cr3tPathPart"
+
+
+def test_approval_webhooks_split_on_commas_and_blanks_and_the_public_url_loses_its_slash() -> None:
+    settings = Settings.load(
+        environ={
+            "ONGRID_APPROVAL_WEBHOOKS": f" {SLACK},http://127.0.0.1:9000/hook  https://mm.test/h ",
+            "ONGRID_PUBLIC_URL": "https://ops.example.org/console/",
+        }
+    )
+    assert settings.approval_webhooks == (
+        SLACK,
+        "http://127.0.0.1:9000/hook",
+        "https://mm.test/h",
+    )
+    assert settings.public_url == "https://ops.example.org/console"
+
+
+def test_without_settings_no_webhook_is_called_and_links_point_at_serves_default_address() -> None:
+    settings = Settings.load(environ={"ONGRID_PUBLIC_URL": ""})
+    assert settings.approval_webhooks == ()
+    assert settings.public_url == "http://127.0.0.1:8731"
+
+
+def test_approval_webhooks_come_from_the_toml_file_as_a_list_and_the_environment_wins(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "ongrid.toml"
+    config.write_text(
+        f'[ongrid]\napproval_webhooks = ["{SLACK}"]\npublic_url = "https://ops.example.org"\n'
+    )
+    assert Settings.load(environ={}, config=str(config)).approval_webhooks == (SLACK,)
+    env = {"ONGRID_APPROVAL_WEBHOOKS": "http://127.0.0.1:1/x"}
+    assert Settings.load(environ=env, config=str(config)).approval_webhooks == (
+        "http://127.0.0.1:1/x",
+    )
+    off = Settings.load(environ={"ONGRID_APPROVAL_WEBHOOKS": ""}, config=str(config))
+    assert off.approval_webhooks == ()
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("ftp://files.example/s3cr3tPathPart", "entry 1 must be an http or https URL"),
+        ("hooks.slack.com/services/s3cr3tPathPart", "its scheme is 'none'"),
+        (f"{SLACK} file:///etc/s3cr3tPathPart", "entry 2 must be an http or https URL"),
+        ("https:///s3cr3tPathPart", "entry 1 must name a host"),
+        ("https://hooks.example:99999/s3cr3tPathPart", "entry 1 is not a valid URL"),
+        ("javascript:alert(1)//s3cr3tPathPart", "its scheme is 'javascript'"),
+    ],
+)
+def test_a_webhook_that_is_not_an_http_url_is_a_config_error_that_never_repeats_the_url(
+    value: str, message: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        Settings.load(environ={"ONGRID_APPROVAL_WEBHOOKS": value})
+    assert message in str(caught.value)
+    assert "s3cr3tPathPart" not in str(caught.value)
+
+
+def test_a_webhook_list_in_the_toml_file_must_hold_strings(tmp_path: Path) -> None:
+    config = tmp_path / "ongrid.toml"
+    config.write_text("[ongrid]\napproval_webhooks = [1, 2]\n")
+    with pytest.raises(ConfigError, match="list of http or https URLs"):
+        Settings.load(environ={}, config=str(config))
+
+
+@pytest.mark.parametrize(
+    "value", ["ops.example.org", "ftp://ops.example.org", "https://ops.example.org/?a=1"]
+)
+def test_a_public_url_that_is_no_http_base_url_is_a_config_error(value: str) -> None:
+    with pytest.raises(ConfigError, match="public_url"):
+        Settings.load(environ={"ONGRID_PUBLIC_URL": value})
+
+
+def test_the_settings_repr_never_shows_a_webhook_url() -> None:
+    settings = Settings.load(environ={"ONGRID_APPROVAL_WEBHOOKS": SLACK})
+    assert "s3cr3tPathPart" not in repr(settings)
+
+
+@pytest.mark.parametrize(
+    "url", ["http://a.example/\x00s3cr3tPathPart", "http://a.example/\ts3cr3t"]
+)
+def test_a_webhook_with_a_control_character_is_a_config_error(url: str) -> None:
+    with pytest.raises(ConfigError, match="blank or a control character") as caught:
+        Settings.load(environ={"ONGRID_APPROVAL_WEBHOOKS": url.replace("\t", "\x7f")})
+    assert "s3cr3t" not in str(caught.value)

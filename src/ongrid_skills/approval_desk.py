@@ -11,9 +11,11 @@ Rules, all enforced here and nowhere else:
 - When the last signature lands, the call runs server-side with the frozen args.
 
 The desk sees the manager only through the narrow :class:`Runs` port (which is what keeps the two
-modules out of an import circle). It must never decide a permission itself (it asks
-:mod:`ongrid_skills.governance.gate`), never spawn a skill (``runs.start`` does), and never start
-an approved call without claiming its execution row first.
+modules out of an import circle), and tells its ``listeners`` (webhooks, live views) of each
+committed change through the port of :mod:`ongrid_skills.notify.events`. It must never decide a
+permission itself (it asks :mod:`ongrid_skills.governance.gate`), never spawn a skill
+(``runs.start`` does), never start an approved call without claiming its execution row first, and
+never speak HTTP.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Protocol
 
 from sqlalchemy import Connection
 
+from ongrid_skills.approval_feed import ApprovalFeed
 from ongrid_skills.errors import Conflict, Forbidden, NotFound
 from ongrid_skills.execution.records import ErrorInfo, Event, Execution, Status, new_id
 from ongrid_skills.execution.timeline import EventHub
@@ -36,6 +39,7 @@ from ongrid_skills.governance.gate import (
 )
 from ongrid_skills.governance.principal import Principal
 from ongrid_skills.metrics import Metrics
+from ongrid_skills.notify.events import ApprovalEvent, Listeners
 from ongrid_skills.skills.model import Skill
 from ongrid_skills.skills.persona import Persona
 from ongrid_skills.skills.registry import Registry
@@ -68,6 +72,7 @@ class ApprovalDesk:
         *,
         ttl_seconds: float,
         clock: Callable[[], float],
+        replica_id: str | None = None,
     ) -> None:
         self.store = store
         self.hub = hub
@@ -75,7 +80,13 @@ class ApprovalDesk:
         self.runs = runs
         self.ttl_seconds = ttl_seconds
         self.clock = clock
+        #: The replica (lease id) an approved call starts on here; None on the embedded store.
+        self.replica_id = replica_id
         self._sweeper: asyncio.Task[None] | None = None
+        #: Told of every committed change, after the commit (see ongrid_skills.notify.events):
+        #: the live feed of ``GET /v1/approvals/events`` first, then webhooks and other views.
+        self.feed = ApprovalFeed(store.approvals.get)
+        self.listeners = Listeners([self.feed.hear])
 
     # ---- requests ------------------------------------------------------------------------
     def request(
@@ -159,6 +170,7 @@ class ApprovalDesk:
                 ],
             )
         self.metrics.pending_approvals.inc()
+        self._tell("requested", approval.id, principal.name)
         return execution
 
     def get(self, approval_id: str) -> Approval:
@@ -232,6 +244,7 @@ class ApprovalDesk:
                     approval.id,
                     {"execution_id": approval.execution_id},
                 )
+        self._tell("approved" if done else "signed", approval.id, principal.name, comment)
         if done:
             self.metrics.pending_approvals.dec()
             self._run(approval)
@@ -387,9 +400,16 @@ class ApprovalDesk:
             )
         if pending:
             self.metrics.pending_approvals.dec()
+        self._tell(status, approval.id, actor, reason)
         self.hub.close(approval.execution_id)
         if execution is not None:
             self.metrics.finished(approval.skill, execution_status.value, None)
+
+    def _tell(self, kind: str, approval_id: str, actor: str, note: str | None = None) -> None:
+        """Tell the listeners of a committed change, with the request as it is now."""
+        approval = self.store.approvals.get(approval_id) if self.listeners else None
+        if approval is not None:
+            self.listeners.tell(ApprovalEvent(kind, approval, actor, note))
 
     def _event(self, conn: Connection, execution_id: str, event: Event) -> None:
         """Record one event of a waiting execution, live for followers and in the store."""
@@ -416,7 +436,11 @@ class ApprovalDesk:
         execution.status = Status.RUNNING
         with self.store.tx() as conn:
             claimed = self.store.executions.claim(
-                conn, execution.id, Status.PENDING_APPROVAL, Status.RUNNING
+                conn,
+                execution.id,
+                Status.PENDING_APPROVAL,
+                Status.RUNNING,
+                replica_id=self.replica_id,
             )
             if not claimed:
                 return

@@ -23,6 +23,11 @@ maps a code to a status itself (each door does, in one place).
     ├── TooLarge                    too_large           413     2  (request body over the limit)
     ├── Busy                        busy                429     2  (execution queue full)
     ├── StorageFull                 storage_full        507     1  (the store's disk is full)
+    ├── PackError                   invalid_pack        400     2  (.problems: path + message)
+    │   └── UnsafePack              unsafe_pack         400     2  (an archive broke a safety rule)
+    ├── PackKeyError                invalid_key         400     2  (a signing or trusted key)
+    │   └── PassphraseRequired      passphrase_required 400     2  (an encrypted private key)
+    ├── BadSignature                bad_signature       400     1  (digest mismatch, bad signature)
     └── BundledFileError            (a file of a skill's folder that cannot be served)
         ├── OutsideSkill            outside_skill      (resolves outside the folder, or hidden)
         ├── BundledFileMissing      file_not_found
@@ -229,6 +234,78 @@ class StorageFull(SkillError):
     """The store could not write (its filesystem is full): nothing was started or recorded."""
 
     code = "storage_full"
+
+
+@dataclass(frozen=True, slots=True)
+class PackProblem:
+    """One problem of a pack: the file (relative to the pack's root), where in it, and what."""
+
+    path: str
+    message: str
+    line: int = 1
+    column: int = 1
+    severity: str = "error"  # error | warning
+
+    def format(self) -> str:
+        """``path:line:col: severity: message``, like ``ongrid-skills validate``."""
+        return f"{self.path}:{self.line}:{self.column}: {self.severity}: {self.message}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "line": self.line,
+            "column": self.column,
+            "severity": self.severity,
+            "message": self.message,
+        }
+
+
+class PackError(SkillError):
+    """A pack that cannot be used: not a pack, a bad pack.json, skills that do not load.
+    ``problems`` lists every one found, each with its path inside the pack."""
+
+    code = "invalid_pack"
+
+    def __init__(self, message: str, problems: list[PackProblem] | None = None) -> None:
+        listed = "; ".join(p.format() for p in problems or [])
+        super().__init__(f"{message}: {listed}" if listed else message)
+        self.summary = message
+        self.problems = list(problems or [])
+
+    def to_dict(self) -> dict[str, Any]:
+        out = super().to_dict()
+        if self.problems:
+            out["details"] = [p.to_dict() for p in self.problems]
+        return out
+
+
+class UnsafePack(PackError):
+    """An archive (or folder) broke a safety rule of unpacking: the whole pack is refused."""
+
+    code = "unsafe_pack"
+
+    def __init__(self, path: str, rule: str) -> None:
+        super().__init__(f"unsafe pack: {path}: {rule}")
+        self.path = path
+        self.rule = rule
+
+
+class PackKeyError(SkillError):
+    """A signing key or a trusted-keys file that cannot be used (unreadable, not Ed25519…)."""
+
+    code = "invalid_key"
+
+
+class PassphraseRequired(PackKeyError):
+    """The private key is encrypted and no passphrase (or a wrong one) was given."""
+
+    code = "passphrase_required"
+
+
+class BadSignature(SkillError):
+    """A signature that does not verify, or that signs another digest than the pack's."""
+
+    code = "bad_signature"
 
 
 class BundledFileError(SkillError):

@@ -13,7 +13,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from ongrid_skills.approval_desk import ApprovalDesk
@@ -33,6 +33,8 @@ from ongrid_skills.execution.records import ErrorInfo, Event, EventSink, Executi
 from ongrid_skills.execution.runner import Runner, SubprocessRunner
 from ongrid_skills.execution.supervision import groups_dir_of, kill_left_behind
 from ongrid_skills.execution.timeline import EventHub, Timeline
+from ongrid_skills.fleet import follow
+from ongrid_skills.fleet.replica import Replica, interrupt
 from ongrid_skills.governance.gate import admit, may_cancel
 from ongrid_skills.governance.principal import Principal
 from ongrid_skills.metrics import Metrics
@@ -43,7 +45,6 @@ from ongrid_skills.skills.registry import Registry, RegistryHolder
 from ongrid_skills.store import Store
 
 LOG = logging.getLogger("ongrid_skills.manager")
-FLUSH_SECONDS = 0.5
 
 
 def request_digest(name: str, args: Any, persona: str | None) -> str:
@@ -83,6 +84,10 @@ class Manager:
         self.waiting = 0
         self.tasks: dict[str, asyncio.Task[None]] = {}
         self._entered: set[str] = set()  # tasks whose coroutine has started
+        #: On a shared database, this process's lease; the rows of its calls name its id.
+        ttl = settings.replica_lease_ttl_seconds
+        self.replica = Replica(store, ttl=ttl) if settings.database_url else None
+        self.replica_id = self.replica.id if self.replica is not None else None
         self.desk = ApprovalDesk(
             store,
             self.hub,
@@ -90,6 +95,7 @@ class Manager:
             self,
             ttl_seconds=settings.approval_ttl_seconds,
             clock=lambda: self.clock(),  # noqa: PLW0108 - read at each use: a replaced clock is seen
+            replica_id=self.replica_id,
         )
         self.closing = False
         #: Set by the runtime: whether this process owns the embedded data dir (and recovers).
@@ -104,7 +110,8 @@ class Manager:
     # ---- start-up ---------------------------------------------------------------------------
     async def recover(self) -> None:
         """Calls left running by a dead manager are killed and their rows become interrupted;
-        approved calls run.
+        approved calls run. On a shared database, only the calls of replicas whose lease
+        expired are interrupted, and this replica's lease and heartbeat start first.
 
         Called by :func:`ongrid_skills.runtime.open_manager` on the manager that owns the data
         dir only (see :class:`ongrid_skills.runtime.DataDirLock`)."""
@@ -112,21 +119,22 @@ class Manager:
         killed = await asyncio.to_thread(kill_left_behind, self.groups_dir)
         if killed:
             LOG.warning("killed %d call(s) a dead manager had left running", killed)
-        for execution in self.store.executions.unfinished():
-            execution.status = Status.INTERRUPTED
-            execution.error = ErrorInfo("interrupted", "the manager stopped while this call ran")
-            execution.finished_at = self.clock()
+        if self.replica is not None:
+            self.replica.on_interrupted = self._interrupted
+            self.replica.join()
+            self._interrupted(self.replica.sweep())
+        else:
+            left = self.store.executions.unfinished()
             with self.store.tx() as conn:
-                self.store.executions.update(conn, execution)
-                self.store.audit.append(
-                    conn,
-                    "manager",
-                    "execution.interrupted",
-                    execution.id,
-                    {"skill": execution.skill},
-                )
-            self.metrics.finished(execution.skill, execution.status.value, None)
+                reason = "the manager stopped while this call ran"
+                self._interrupted(interrupt(self.store, conn, left, reason, self.clock()))
         await self.desk.recover()
+        if self.replica is not None:
+            self.replica.start()
+
+    def _interrupted(self, executions: list[Execution]) -> None:
+        for execution in executions:
+            self.metrics.finished(execution.skill, execution.status.value, None)
 
     # ---- the one path ------------------------------------------------------------------------
     async def submit(
@@ -187,6 +195,7 @@ class Manager:
                 definition_hash=skill.definition_hash,
                 idempotency_key=key,
                 args_hash=digest,
+                replica_id=self.replica_id,
             )
             self.store.audit.append(
                 conn,
@@ -280,7 +289,7 @@ class Manager:
                 with contextlib.suppress(Exception):
                     on_event(event)
             if flusher is None:
-                flusher = loop.call_later(FLUSH_SECONDS, flush)
+                flusher = loop.call_later(self.settings.event_flush_ms / 1000, flush)
 
         try:
             async with self.slots:
@@ -346,7 +355,19 @@ class Manager:
 
     def _record_finish(self, execution: Execution, skill: Skill, timeline: Timeline) -> None:
         with self.store.tx() as conn, timeline.flushing() as pending:
-            self.store.executions.update(conn, execution)
+            held = self.store.executions.update(conn, execution, held_by=self.replica_id)
+            if not held and self.replica_id is not None:
+                # Only on a shared database: this replica's lease expired (it stalled) and
+                # another replica recorded the call interrupted. That record stands.
+                LOG.error("outcome of %s refused: its row was ended elsewhere", execution.id)
+                self.store.audit.append(
+                    conn,
+                    "manager",
+                    "execution.outcome_refused",
+                    execution.id,
+                    {"skill": skill.name, "status": execution.status.value},
+                )
+                return
             self.store.executions.add_events(conn, execution.id, pending)
             self.store.audit.append(
                 conn,
@@ -369,6 +390,11 @@ class Manager:
             raise NotFound(f"unknown execution {execution_id!r}")
         return execution
 
+    def follow(self, execution_id: str, after: int = 0) -> AsyncIterator[tuple[int, Event]]:
+        """The call's events after number ``after`` until it ends, wherever it runs (this
+        process, another replica, another process on the data dir): see ``fleet.follow``."""
+        return follow.follow(self.hub, self.store.executions, execution_id, after)
+
     async def cancel(self, execution_id: str, principal: Principal) -> Execution:
         execution = self.get(execution_id)
         if not may_cancel(principal, execution.requested_by):
@@ -376,6 +402,10 @@ class Manager:
         if execution.status is Status.PENDING_APPROVAL and execution.approval_id:
             return self.desk.cancel(execution, principal)
         task = self.tasks.get(execution_id)
+        if task is None and not execution.status.final:
+            raise Conflict(
+                f"execution {execution_id} runs in another manager process: cancel it there"
+            )
         if execution.status.final or task is None:
             raise Conflict(f"execution {execution_id} is {execution.status.value}, not running")
         with self.store.tx() as conn:
@@ -419,8 +449,13 @@ class Manager:
     async def close(self) -> None:
         self.closing = True
         self.desk.stop()
+        if self.replica is not None:
+            await self.replica.stop()
         for task in list(self.tasks.values()):
             task.cancel()
         for task in list(self.tasks.values()):
             with contextlib.suppress(BaseException):
                 await task
+        if self.replica is not None:  # after the calls above were recorded under its lease
+            with contextlib.suppress(Exception):
+                self.replica.leave()

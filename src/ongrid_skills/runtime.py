@@ -17,18 +17,22 @@ import os
 import signal
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
-from watchfiles import awatch
-
-from ongrid_skills.execution.runner import Runner
-from ongrid_skills.manager import Manager
-from ongrid_skills.metrics import Metrics
 from ongrid_skills.settings import Settings
 from ongrid_skills.skills.discovery import LogSink, default_sink
 from ongrid_skills.skills.registry import Registry, RegistryHolder, build_registry
-from ongrid_skills.store import Store, open_store
-from ongrid_skills.store.tokens import TokenInfo
 from ongrid_skills.types import Role
+
+if TYPE_CHECKING:
+    # Why not at the top: the CLI's local commands (list, show, validate, run) call
+    # load_registry() and must not pay for the store (SQLAlchemy, Alembic), the manager or
+    # watchfiles; the functions that need them import them when called.
+    from ongrid_skills.execution.runner import Runner
+    from ongrid_skills.manager import Manager
+    from ongrid_skills.notify.webhooks import Delivery
+    from ongrid_skills.store import Store
+    from ongrid_skills.store.tokens import TokenInfo
 
 LOG = logging.getLogger("ongrid_skills.runtime")
 WATCH_DEBOUNCE_MS = 500
@@ -126,11 +130,19 @@ async def open_manager(
     store: Store | None = None,
     runner: Runner | None = None,
     loader_sink: LogSink = default_sink,
+    webhook_delivery: Delivery | None = None,
 ) -> AsyncIterator[Manager]:
     """Open the store, load the registry, claim the data dir, recover; close it all after.
 
     A ``store`` passed in stays open (its owner closes it); one opened here is closed here.
+    With ``ONGRID_APPROVAL_WEBHOOKS`` set, the approval desk's events are sent to them (how
+    hard to try: ``webhook_delivery``, default :class:`Delivery`).
     """
+    from ongrid_skills.manager import Manager  # noqa: PLC0415 (see the imports above)
+    from ongrid_skills.metrics import Metrics  # noqa: PLC0415
+    from ongrid_skills.notify.webhooks import WebhookNotifier  # noqa: PLC0415
+    from ongrid_skills.store import open_store  # noqa: PLC0415
+
     own_store = store or open_store(
         settings.data_dir,
         settings.database_url,
@@ -142,7 +154,13 @@ async def open_manager(
     metrics.loaded(holder.current)
     manager = Manager(settings, own_store, holder, runner=runner, metrics=metrics)
     lock = DataDirLock(settings)
+    notifier = None
     try:
+        if settings.approval_webhooks:  # before recovery: expiries found at start-up are told too
+            urls, public = settings.approval_webhooks, settings.public_url
+            notifier = WebhookNotifier(urls, public, own_store, delivery=webhook_delivery)
+            await notifier.start()
+            manager.desk.listeners.append(notifier.notify)
         manager.owns_data_dir = lock.acquire()
         if manager.owns_data_dir:
             await manager.recover()
@@ -156,6 +174,8 @@ async def open_manager(
         # Close first: the calls are interrupted and recorded while this process still owns
         # the data dir, so no other process starts recovering them meanwhile.
         await manager.close()
+        if notifier is not None:  # after the manager, before the store: last outcomes audited
+            await notifier.close()
         lock.release()
         if store is None:
             own_store.close()
@@ -187,6 +207,8 @@ async def watch(manager: Manager, settings: Settings) -> None:
     dirs = watched_dirs(settings)
     if not dirs:
         return
+    from watchfiles import awatch  # noqa: PLC0415 (see the imports above)
+
     async for _changes in awatch(*dirs, debounce=WATCH_DEBOUNCE_MS, recursive=True):
         await reload_logged(manager, "watch")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+import urllib.parse
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -18,6 +19,9 @@ DEFAULT_READ_PATHS = ("/var/log",)
 
 #: The default cap, in characters, of the instructions listing in an agent's system prompt.
 DEFAULT_PROMPT_LISTING_CHARS = 4000
+
+#: Where people reach the console by default: ``serve``'s own default address.
+DEFAULT_PUBLIC_URL = "http://127.0.0.1:8731"
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +37,20 @@ class Settings:
     max_concurrent_executions: int = field(default_factory=lambda: 4 * (os.cpu_count() or 1))
     execution_queue_size: int = 100
     approval_ttl_seconds: int = 3600
+    # Incoming-webhook URLs told about approval requests (docs/notifications.md). Their paths may
+    # hold secrets (Slack's do): kept out of repr, and never logged or audited whole.
+    approval_webhooks: tuple[str, ...] = field(default=(), repr=False)
+    public_url: str = DEFAULT_PUBLIC_URL  # the console's base URL, for links in notifications
+    # Web console sessions (docs/ui.md): ended after this long without a request, and after
+    # this long in any case.
+    web_session_idle_seconds: int = 3600
+    web_session_max_seconds: int = 12 * 3600
+    # Replicas on a shared database (docs/fleet.md): a replica whose lease was not renewed for
+    # this long is presumed dead and its running calls become interrupted.
+    replica_lease_ttl_seconds: int = 30
+    # A running call's events are stored in batches, this long after the first of each batch:
+    # how late a client of another replica sees them (docs/fleet.md).
+    event_flush_ms: int = 500
     toolbag_deferral_threshold: int = 30
     # The agent's system prompt lists instructions skills up to this many characters (the most
     # relevant first); the model finds the others with search_skills. 0: list none.
@@ -53,6 +71,11 @@ class Settings:
     builtin_net_allow: tuple[str, ...] = ()  # set: the probes reach only these targets
     builtin_net_deny: tuple[str, ...] = ()  # added to the always-denied link-local + metadata
     builtin_http_body_allow: tuple[str, ...] = ()  # probe_http returns bodies of these only
+    # Packs (SPEC §11, docs/packs.md): the operator's trusted signing keys (a file of
+    # `ssh-ed25519 AAAA…` lines or PEM blocks) and the limits of unpacking one pack.
+    trusted_pack_keys: str | None = None
+    pack_max_files: int = 10_000
+    pack_max_unpacked_bytes: int = 200 * 1024 * 1024
     config: Mapping[str, str] = field(
         default_factory=dict
     )  # skill config keys, e.g. prometheus.url
@@ -149,11 +172,17 @@ _INT_FIELDS = {
     "max_concurrent_executions",
     "execution_queue_size",
     "approval_ttl_seconds",
+    "web_session_idle_seconds",
+    "web_session_max_seconds",
+    "replica_lease_ttl_seconds",
+    "event_flush_ms",
     "toolbag_deferral_threshold",
     "prompt_listing_max_chars",
     "llm_max_retries",
     "llm_timeout_seconds",
     "llm_max_tokens",
+    "pack_max_files",
+    "pack_max_unpacked_bytes",
 }
 _ZERO_OK = {"execution_queue_size", "llm_max_retries", "prompt_listing_max_chars"}
 _BOOL_FIELDS = {"bundled_skills", "llm_stream"}
@@ -165,6 +194,21 @@ _NET_LIST_FIELDS = {"builtin_net_allow", "builtin_net_deny", "builtin_http_body_
 
 
 def _coerce(name: str, value: Any) -> Any:
+    if name == "approval_webhooks":
+        urls = _coerce("builtin_net_allow", value) if isinstance(value, str) else value
+        if not isinstance(urls, (list, tuple)) or not all(isinstance(u, str) for u in urls):
+            raise ConfigError(f"{name} must be a list of http or https URLs")
+        for number, url in enumerate(urls, 1):
+            _check_http_url(f"{name} entry {number}", url.strip())
+        return tuple(url.strip() for url in urls if url.strip())
+    if name == "public_url":
+        url = str(value).strip().rstrip("/")
+        if not url:
+            return DEFAULT_PUBLIC_URL
+        _check_http_url(name, url, show=True)
+        if "?" in url or "#" in url:  # links are made by appending /approvals/<id>
+            raise ConfigError(f"{name} must hold no query or fragment: {url!r}")
+        return url
     if name == "builtin_read_paths":
         roots = _coerce("read_dirs", value)
         relative = [root for root in roots if not os.path.isabs(root)]
@@ -207,3 +251,20 @@ def _coerce(name: str, value: Any) -> Any:
             raise ConfigError(f"{name} must be positive, got {number}")
         return number
     return None if value in ("", None) else str(value)
+
+
+def _check_http_url(what: str, url: str, *, show: bool = False) -> None:
+    """An absolute http or https URL with a host; the error names ``url`` only when ``show``
+    (a webhook URL may carry its secret in the path: only its scheme is ever repeated)."""
+    if any(ord(c) <= 0x20 or ord(c) == 0x7F for c in url):
+        raise ConfigError(f"{what} holds a blank or a control character")
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 - a malformed port raises ValueError here
+    except ValueError:
+        raise ConfigError(f"{what} is not a valid URL" + (f": {url!r}" if show else "")) from None
+    if parts.scheme.lower() not in ("http", "https"):
+        scheme = parts.scheme or "none"
+        raise ConfigError(f"{what} must be an http or https URL (its scheme is {scheme!r})")
+    if not parts.hostname:
+        raise ConfigError(f"{what} must name a host" + (f": {url!r}" if show else ""))

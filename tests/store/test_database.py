@@ -3,21 +3,28 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
+from contextlib import closing
 from pathlib import Path
 
+from alembic import command
 from alembic.autogenerate import compare_metadata
+from alembic.config import Config
 from alembic.migration import MigrationContext
-from sqlalchemy import text
+from sqlalchemy import create_engine, text
 
-from ongrid_skills.store import open_store
+from ongrid_skills.store import connection, open_store
+from ongrid_skills.store.connection import MIGRATIONS
 from ongrid_skills.store.models import Base
 from ongrid_skills.types import Role
 from tests.support.server import make_settings, running_app
 from tests.support.skills import MakeSkill
 
 
-def test_migrations_create_exactly_the_schema_of_the_models(tmp_path: Path) -> None:
-    store = open_store(str(tmp_path / "data"))
+def test_migrations_create_exactly_the_schema_of_the_models(
+    tmp_path: Path, database_url: str | None
+) -> None:
+    store = open_store(str(tmp_path / "data"), database_url)
     try:
         with store.engine.connect() as conn:
             context = MigrationContext.configure(conn)
@@ -27,7 +34,7 @@ def test_migrations_create_exactly_the_schema_of_the_models(tmp_path: Path) -> N
         store.close()
 
     assert differences == []
-    assert version == "0003"  # the head: 0003 added the requester's role to approvals
+    assert version == "0005"  # the head: 0004 web console sessions, 0005 replica leases
 
 
 def test_opening_a_migrated_store_again_migrates_nothing_and_keeps_one_version(
@@ -38,7 +45,7 @@ def test_opening_a_migrated_store_again_migrates_nothing_and_keeps_one_version(
 
     conn = sqlite3.connect(tmp_path / "data" / "ongrid.db")
     try:
-        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [("0003",)]
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [("0005",)]
     finally:
         conn.close()
 
@@ -112,3 +119,106 @@ def test_reopening_a_data_dir_keeps_executions_approvals_tokens_and_the_audit_ch
         assert store.audit.verify().ok
     finally:
         store.close()
+
+
+def test_stores_opened_at_once_on_a_new_database_migrate_it_once(
+    tmp_path: Path, database_url: str | None
+) -> None:
+    """Replicas starting together on an empty database: each one migrates, one after the other."""
+    barrier = threading.Barrier(3)
+    failures: list[BaseException] = []
+
+    def start(n: int) -> None:
+        barrier.wait()
+        try:
+            # One data dir on SQLite (the database is in it); one each on PostgreSQL.
+            data = tmp_path / ("data" if database_url is None else f"data{n}")
+            open_store(str(data), database_url, audit_key_file=str(key)).close()
+        except BaseException as exc:
+            failures.append(exc)
+
+    key = tmp_path / "audit.key"
+    key.write_text("ab" * 32 + "\n")
+    key.chmod(0o600)
+    threads = [threading.Thread(target=start, args=(n,)) for n in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert failures == []
+    store = open_store(str(tmp_path / "data"), database_url, audit_key_file=str(key))
+    with closing(store), store.read() as conn:
+        versions = conn.execute(text("SELECT version_num FROM alembic_version")).all()
+    assert versions == [("0005",)]
+
+
+def test_two_stores_appending_at_once_keep_one_valid_audit_chain(
+    tmp_path: Path, database_url: str | None
+) -> None:
+    """Two processes (or replicas) on one database, writing at the same moment, from an empty
+    chain: every entry gets its own seq after the one before, and the chain verifies."""
+    key = tmp_path / "audit.key"
+    key.write_text("cd" * 32 + "\n")
+    key.chmod(0o600)
+    dirs = ["data", "data"] if database_url is None else ["data-a", "data-b"]
+    stores = [open_store(str(tmp_path / d), database_url, audit_key_file=str(key)) for d in dirs]
+    barrier = threading.Barrier(len(stores))
+    failures: list[BaseException] = []
+    per_store = 60
+
+    def write(n: int) -> None:
+        store = stores[n]
+        barrier.wait()
+        try:
+            for i in range(per_store):
+                with store.tx() as conn:
+                    store.audit.append(conn, f"writer{n}", "test.burst", None, {"i": i})
+        except BaseException as exc:
+            failures.append(exc)
+
+    try:
+        threads = [threading.Thread(target=write, args=(n,)) for n in range(len(stores))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+        assert failures == []
+        for store in stores:
+            verification = store.audit.verify()
+            assert verification.ok, verification.to_dict()
+            assert verification.entries == per_store * len(stores)
+        seqs = [e["seq"] for e in stores[0].audit.entries(limit=1000)]
+        assert sorted(seqs) == list(range(1, per_store * len(stores) + 1))
+    finally:
+        for store in stores:
+            store.close()
+
+
+def test_a_store_at_0003_is_upgraded_to_replica_leases_keeping_its_rows(
+    tmp_path: Path, database_url: str | None
+) -> None:
+    """Every migration runs on both engines: here 0001..0003 first, then the rest on open."""
+    data = tmp_path / "data"
+    url = connection.database_url(str(data), database_url)
+    engine = create_engine(url)
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0003")
+        conn.execute(
+            text(
+                "INSERT INTO executions (id, skill, status, args, stderr_tail, orphans_killed,"
+                " created_at) VALUES ('e1', 'peek', 'running', '{}', '', 0, 1.0)"
+            )
+        )
+    engine.dispose()
+
+    store = open_store(str(data), database_url)
+    with closing(store), store.read() as conn:
+        version = conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+        row = conn.execute(text("SELECT status, replica_id FROM executions")).one()
+        leases = conn.execute(text("SELECT count(*) FROM replicas")).scalar()
+    assert version == "0005"
+    assert tuple(row) == ("running", None)
+    assert leases == 0

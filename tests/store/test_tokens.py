@@ -1,5 +1,5 @@
 """API tokens in the store: kept only as hashes, names unique among active tokens, revocation
-audited."""
+audited (on SQLite and PostgreSQL where the engine could matter)."""
 
 from __future__ import annotations
 
@@ -34,8 +34,10 @@ def test_api_tokens_are_stored_only_as_hashes(tmp_path: Path) -> None:
     assert hash_token(token).encode() in on_disk
 
 
-def test_token_names_are_unique_among_active_tokens(tmp_path: Path) -> None:
-    store = open_store(str(tmp_path / "data"))
+def test_token_names_are_unique_among_active_tokens(
+    tmp_path: Path, database_url: str | None
+) -> None:
+    store = open_store(str(tmp_path / "data"), database_url)
     try:
         first, _ = store.tokens.create("deploy", Role.OPERATOR)
         with pytest.raises(Conflict):
@@ -151,8 +153,10 @@ def test_names_the_product_writes_into_the_audit_itself_are_reserved(
 
 
 @pytest.mark.parametrize("second", ["ada", "ADA", "ＡＤＡ", " Ada "])
-def test_token_names_are_unique_after_normalisation(tmp_path: Path, second: str) -> None:
-    store = open_store(str(tmp_path / "data"))
+def test_token_names_are_unique_after_normalisation(
+    tmp_path: Path, second: str, database_url: str | None
+) -> None:
+    store = open_store(str(tmp_path / "data"), database_url)
     try:
         store.tokens.create("Ada", Role.ADMIN)
         with pytest.raises(Conflict, match="already named 'ada'"):
@@ -162,8 +166,10 @@ def test_token_names_are_unique_after_normalisation(tmp_path: Path, second: str)
         store.close()
 
 
-def test_a_token_is_revoked_by_its_name_as_typed_before_normalisation(tmp_path: Path) -> None:
-    store = open_store(str(tmp_path / "data"))
+def test_a_token_is_revoked_by_its_name_as_typed_before_normalisation(
+    tmp_path: Path, database_url: str | None
+) -> None:
+    store = open_store(str(tmp_path / "data"), database_url)
     try:
         token, _ = store.tokens.create("Ada", Role.ADMIN)
         assert store.tokens.revoke("ADA")
@@ -173,9 +179,9 @@ def test_a_token_is_revoked_by_its_name_as_typed_before_normalisation(tmp_path: 
 
 
 def test_a_token_can_be_revoked_by_id_and_creation_and_revocation_are_audited(
-    tmp_path: Path,
+    tmp_path: Path, database_url: str | None
 ) -> None:
-    store = open_store(str(tmp_path / "data"))
+    store = open_store(str(tmp_path / "data"), database_url)
     try:
         token, info = store.tokens.create("temp", Role.VIEWER, actor="cli:ops")
         assert store.tokens.revoke(info.id, actor="cli:ops")

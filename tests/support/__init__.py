@@ -12,4 +12,6 @@
 - ``runner``     executables and SpawnSpecs for the subprocess runner, one call to its outcome
 - ``builtins``   the schema checks of the built-in ops skills
 - ``mcp``        the MCP world: one real `serve`, sessions over stdio and streamable HTTP
+- ``browser``    the web console on loopback (fixture `console`), HTTP sessions against it, and
+                 Chromium driven by Playwright (fixtures `browser`, `page`), screenshots
 """

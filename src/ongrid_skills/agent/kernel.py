@@ -76,6 +76,7 @@ class AgentService:
             role=requester.role.value,
             provider=config.provider,
             model=config.model,
+            replica_id=self.m.replica_id,
         )
         self.runs.insert(record)
         with self.m.store.tx() as conn:
@@ -126,14 +127,35 @@ class AgentService:
     async def recover(self) -> None:
         """Runs left ``running`` by a dead manager become ``interrupted``; runs waiting for an
         approval resume: they wait for their requests again and carry on when decided.
-        Only the manager that owns the data dir recovers (see Manager.claim_data_dir)."""
+        Only the manager that owns the data dir recovers (see Manager.claim_data_dir). On a
+        shared database only the runs no live replica drives, now and after every sweep of
+        expired leases (see :meth:`adopt`)."""
         if not self.m.owns_data_dir:
             return
-        for record in self.runs.with_status([RunStatus.RUNNING]):
+        if self.m.replica is not None:
+            self.adopt()
+            self.m.replica.listeners.append(self.adopt)
+            return
+        for record in self.runs.with_status([RunStatus.RUNNING, RunStatus.WAITING_APPROVAL]):
+            self._take_over(record)
+
+    def adopt(self) -> None:
+        """Shared database: take over the runs whose replica died, each on exactly one replica
+        (the conditional update of :meth:`RunStore.adopt`): ended if it was running (its turn
+        died with its replica), resumed if it was waiting for an approval."""
+        replica = self.m.replica
+        if replica is None or self.closing:
+            return
+        for record in self.runs.orphans([RunStatus.RUNNING, RunStatus.WAITING_APPROVAL]):
+            if self.runs.adopt(record, replica.id):
+                self._take_over(record)
+
+    def _take_over(self, record: RunRecord) -> None:
+        if record.status is RunStatus.RUNNING:
             mark_interrupted(self.runs, self.m.store, record)
-        for record in self.runs.with_status([RunStatus.WAITING_APPROVAL]):
-            run = self.restore(record)
-            self._track(run, asyncio.get_running_loop().create_task(run.resume()))
+            return
+        run = self.restore(record)
+        self._track(run, asyncio.get_running_loop().create_task(run.resume()))
 
     def restore(self, record: RunRecord) -> AgentRun:
         """A stored run brought back to life with its transcript (to be resumed)."""
@@ -155,6 +177,8 @@ class AgentService:
         """Cancel the runs going here and wait for them (waiting runs of a resumable service
         stay waiting, see AgentRun)."""
         self.closing = True
+        if self.m.replica is not None and self.adopt in self.m.replica.listeners:
+            self.m.replica.listeners.remove(self.adopt)
         tasks = list(self.tasks.values())
         for task in tasks:
             task.cancel()

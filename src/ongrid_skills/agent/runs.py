@@ -3,6 +3,9 @@
 Tables ``agent_runs``, ``agent_messages`` and ``agent_events`` (migration 0002). A transcript entry
 is stored in the neutral format of :mod:`ongrid_skills.agent.transcript`, one row per message,
 numbered from 1; events keep the sequence numbers of the run's live timeline.
+
+On a shared database each run names the replica that drives it (``replica_id``, migration 0004);
+:meth:`RunStore.adopt` is how a run whose replica died passes to exactly one other replica.
 """
 
 from __future__ import annotations
@@ -13,10 +16,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from sqlalchemy import Table, and_, func, select
+from sqlalchemy import Table, and_, func, select, update
 
 from ongrid_skills.execution.records import ErrorInfo, Event, iso, new_id
 from ongrid_skills.store import Store
+from ongrid_skills.store.leases import unheld
 from ongrid_skills.store.models import AgentEventRow, AgentMessageRow, AgentRunRow
 
 _RUNS = cast(Table, AgentRunRow.__table__)
@@ -52,6 +56,7 @@ class RunRecord:
     finished_at: float | None = None
     final_answer: str | None = None
     error: ErrorInfo | None = None
+    replica_id: str | None = None  # the replica driving it (shared database); not shown
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -95,6 +100,7 @@ def _row(record: RunRecord) -> dict[str, Any]:
         "finished_at": record.finished_at,
         "final_answer": record.final_answer,
         "error": record.error.to_dict() if record.error else None,
+        "replica_id": record.replica_id,
     }
 
 
@@ -113,6 +119,7 @@ def _record(row: Any) -> RunRecord:
         finished_at=row["finished_at"],
         final_answer=row["final_answer"],
         error=ErrorInfo(error["code"], error["message"], error.get("details")) if error else None,
+        replica_id=row["replica_id"],
     )
 
 
@@ -152,6 +159,35 @@ class RunStore:
         with self.store.read() as conn:
             rows = conn.execute(query).mappings().all()
         return [_record(r) for r in rows]
+
+    def orphans(self, statuses: Iterable[RunStatus]) -> list[RunRecord]:
+        """Runs of these statuses that no live replica drives (a shared database's leases)."""
+        values = [s.value for s in statuses]
+        with self.store.read() as conn:
+            now = self.store.leases.now(conn)
+            query = select(_RUNS).where(_RUNS.c.status.in_(values), unheld(_RUNS.c.replica_id, now))
+            rows = conn.execute(query.order_by(_RUNS.c.created_at)).mappings().all()
+        return [_record(r) for r in rows]
+
+    def adopt(self, record: RunRecord, replica_id: str) -> bool:
+        """Make ``replica_id`` the run's driver if it still has its status and no live replica
+        drives it: one conditional UPDATE, so of several replicas adopting it at once exactly
+        one succeeds. On success the record names its new replica."""
+        with self.store.tx() as conn:
+            now = self.store.leases.now(conn)
+            result = conn.execute(
+                update(_RUNS)
+                .where(
+                    _RUNS.c.id == record.id,
+                    _RUNS.c.status == record.status.value,
+                    unheld(_RUNS.c.replica_id, now),
+                )
+                .values(replica_id=replica_id)
+            )
+        if not result.rowcount:
+            return False
+        record.replica_id = replica_id
+        return True
 
     # ---- transcript ------------------------------------------------------------------------
     def add_message(self, run_id: str, seq: int, role: str, content: dict[str, Any]) -> None:

@@ -1,5 +1,6 @@
-"""The served application: one ASGI app for ``serve`` — the REST door, MCP over streamable HTTP
-at ``/mcp`` (both behind the REST door's token gate), with the manager opened by the runtime.
+"""The served application: one ASGI app for ``serve`` — the REST door (``/v1``, its OpenAPI
+document and ``/metrics``), MCP over streamable HTTP at ``/mcp`` (both behind the REST door's
+token gate), and the web console at every other path, with the manager opened by the runtime.
 
 This is the one module that composes doors; the doors themselves never import each other.
 """
@@ -10,14 +11,20 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ongrid_skills.doors.rest import build_rest_app
 from ongrid_skills.doors.rest.auth import Authenticator
+from ongrid_skills.doors.web import build_web_app
 from ongrid_skills.execution.runner import Runner
 from ongrid_skills.runtime import open_manager, reload_triggers
 from ongrid_skills.settings import Settings
 from ongrid_skills.skills.discovery import LogSink, default_sink
 from ongrid_skills.store import Store
+
+#: The first path segments of the API (REST, its documents, metrics, MCP); anything else is
+#: the console's.
+API_SEGMENTS = frozenset({"v1", "mcp", "metrics", "docs", "openapi.json"})
 
 
 def create_app(
@@ -33,6 +40,8 @@ def create_app(
     # The MCP SDK takes about a second to import: only the server pays for it, not every command.
     from ongrid_skills.doors.mcp import McpHttp, mcp_route  # noqa: PLC0415
 
+    web = build_web_app(settings)
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with open_manager(
@@ -41,6 +50,7 @@ def create_app(
             app.state.manager = manager
             app.state.auth = Authenticator(manager.store)
             app.state.mcp = McpHttp(manager)
+            web.state.manager = manager
             async with (
                 reload_triggers(manager, settings, watch_files=watch),
                 app.state.mcp.run(),
@@ -49,4 +59,30 @@ def create_app(
 
     app = build_rest_app(lifespan)
     app.router.routes.append(mcp_route())  # MCP over streamable HTTP; not in PUBLIC_PATHS
+    app.add_middleware(ConsoleFirst, console=web)  # outermost: before the token gate
+    app.state.console = web
     return app
+
+
+class ConsoleFirst:
+    """Hand every request outside :data:`API_SEGMENTS` to the console; the API's requests (and
+    the lifespan) go on to the REST app's own stack."""
+
+    def __init__(self, app: ASGIApp, console: ASGIApp) -> None:
+        self.app = app
+        self.console = console
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not is_api_path(scope["path"]):
+            await self.console(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+def is_api_path(path: str) -> bool:
+    """Whether ``path`` belongs to the API (``/v1``, ``/v1/…``, ``/mcp``…), not the console.
+
+    >>> is_api_path("/v1/skills"), is_api_path("/mcp"), is_api_path("/skills"), is_api_path("/")
+    (True, True, False, False)
+    """
+    return path.split("/", 2)[1] in API_SEGMENTS if path.startswith("/") else True

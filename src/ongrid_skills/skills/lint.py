@@ -46,6 +46,9 @@ class Finding:
     column: int
     severity: str  # error | warning
     message: str
+    #: What kind of finding, for callers that weigh some differently (a pack refuses a
+    #: duplicate name the loader would merely skip): "duplicate", "persona" or "".
+    rule: str = ""
 
     def format(self) -> str:
         return f"{self.path}:{self.line}:{self.column}: {self.severity}: {self.message}"
@@ -177,6 +180,7 @@ def _validate_manifest(
                 "warning",
                 f'name "{skill.name}" is already used by {seen[skill.name]}; '
                 "the loader keeps the first one and skips this one",
+                rule="duplicate",
             )
         )
     else:
@@ -188,7 +192,8 @@ def _validate_persona(real: str, shown: str) -> list[Finding]:
     try:
         head = read_regular(real, 4096).decode("utf-8", "replace").lstrip()
     except OSError as exc:
-        return [Finding(shown, 1, 1, "error", f"cannot read: {exc.strerror or exc}")]
+        message = f"cannot read: {exc.strerror or exc}"
+        return [Finding(shown, 1, 1, "error", message, rule="persona")]
     if not head.startswith("---"):
         return []  # plain Markdown documentation, not a persona
     try:
@@ -198,13 +203,16 @@ def _validate_persona(real: str, shown: str) -> list[Finding]:
         if err.kind == "build" and err.field:
             with open(real, encoding="utf-8", errors="replace") as fh:
                 line = key_line(fh.read(), err.field)
-        return [Finding(shown, line, err.column, "error", f"persona: {err.message}")]
+        return [
+            Finding(shown, line, err.column, "error", f"persona: {err.message}", rule="persona")
+        ]
     with open(real, encoding="utf-8", errors="replace") as fh:
         text = fh.read()
     out = []
     for warning in persona.warnings:
         key = warning.split("'")[1] if warning.startswith("unknown key") else "name"
-        out.append(Finding(shown, key_line(text, key), 1, "warning", f"persona: {warning}"))
+        line = key_line(text, key)
+        out.append(Finding(shown, line, 1, "warning", f"persona: {warning}", rule="persona"))
     return out
 
 
@@ -242,6 +250,7 @@ def _validate_skill_md(
                     "warning",
                     f'name "{skill.name}" is already used by {seen[skill.name]}; '
                     "the loader keeps the first one and skips this one",
+                    rule="duplicate",
                 )
             )
         else:

@@ -15,6 +15,7 @@ from sqlalchemy import Connection, Table, select
 from ongrid_skills.execution.records import iso
 from ongrid_skills.store.connection import Database
 from ongrid_skills.store.models import ApprovalRow, SignatureRow
+from ongrid_skills.store.prefix import id_starts_with
 
 _APPROVALS = cast(Table, ApprovalRow.__table__)
 _SIGNATURES = cast(Table, SignatureRow.__table__)
@@ -175,9 +176,14 @@ class ApprovalRepo:
         approval.signatures = self._signatures(conn, [approval.id]).get(approval.id, [])
         return approval
 
-    def query(self, *, status: str | None = None, limit: int = 100) -> list[Approval]:
-        """Newest first, of one status when given, each with its signatures."""
+    def query(
+        self, *, status: str | None = None, limit: int = 100, id_prefix: str | None = None
+    ) -> list[Approval]:
+        """Newest first, of one status when given, each with its signatures; ``id_prefix``:
+        only the requests whose id starts with these hex digits."""
         query = select(_APPROVALS).order_by(_APPROVALS.c.created_at.desc()).limit(limit)
+        if id_prefix:
+            query = query.where(id_starts_with(_APPROVALS.c.id, id_prefix))
         if status:
             query = query.where(_APPROVALS.c.status == status)
         with self.db.read() as conn:

@@ -28,6 +28,8 @@ from ongrid_skills.store.rawsql import RawSQL
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 LOG = logging.getLogger("ongrid_skills.store")
+#: The PostgreSQL advisory lock every write transaction and every migration takes ("ongrid").
+WRITER_LOCK = 0x6F6E67726964
 #: Receives, once a transaction has committed, every item collected for it (see after_commit).
 CommitHook = Callable[[list[Any]], None]
 
@@ -41,12 +43,24 @@ class Database:
         self._write_lock = threading.RLock()
         self.raw = RawSQL(engine)
         self._writer: Connection | None = None
+        # Why one lock for every writer of a shared PostgreSQL database: SQLite's BEGIN IMMEDIATE
+        # makes each write transaction the only one, and the store is built on that — the audit
+        # chain reads its head and appends after it, a claim is decided on the newest committed
+        # row. Several replicas writing at once under READ COMMITTED would otherwise interleave
+        # (two entries with one seq, the first entry of an empty chain written twice) or
+        # deadlock (two transactions locking the same rows in another order). A transaction-level
+        # advisory lock taken first gives them the same one-writer-at-a-time order; it is
+        # released by the commit or the rollback, and by the server if the replica dies.
+        self.exclusive = (
+            f"SELECT pg_advisory_xact_lock({WRITER_LOCK})" if self.dialect == "postgresql" else None
+        )
         self._collected: dict[CommitHook, list[Any]] | None = None  # the open transaction's
 
     @contextmanager
     def tx(self) -> Iterator[Connection]:
         """One write transaction. Writers are serialised (one kept connection, one lock) so the
-        audit chain stays linear; SQLite takes its write lock up front (BEGIN IMMEDIATE)."""
+        audit chain stays linear; SQLite takes its write lock up front (BEGIN IMMEDIATE), and
+        PostgreSQL the advisory lock of every writer of the database (see ``exclusive``)."""
         with self._write_lock:
             if self._writer is None or self._writer.closed:
                 self._writer = self.engine.connect()
@@ -55,6 +69,8 @@ class Database:
             self._collected = collected
             try:
                 with self._writer.begin():
+                    if self.exclusive is not None:
+                        self._writer.exec_driver_sql(self.exclusive)
                     yield self._writer
             except OperationalError as exc:
                 self._drop_invalidated()
@@ -98,9 +114,16 @@ class Database:
         """Bring the schema to the newest Alembic revision (done on every open)."""
         cfg = Config()
         cfg.set_main_option("script_location", str(MIGRATIONS))
-        with self.engine.begin() as conn:
-            cfg.attributes["connection"] = conn
-            command.upgrade(cfg, "head")
+        # Processes starting together on a new database migrate one after the other: SQLite
+        # takes its write lock up front (a deferred BEGIN would fail with "database is locked"
+        # when upgrading its read lock), PostgreSQL the writers' advisory lock.
+        with self.engine.connect() as conn:
+            conn.info["immediate"] = True
+            with conn.begin():
+                if self.exclusive is not None:
+                    conn.exec_driver_sql(self.exclusive)
+                cfg.attributes["connection"] = conn
+                command.upgrade(cfg, "head")
 
     def close(self) -> None:
         with self._write_lock:

@@ -3,6 +3,10 @@
 The writes every call makes go through driver SQL (:mod:`ongrid_skills.store.rawsql`); reads use
 SQLAlchemy Core. Status transitions are the manager's and the desk's: this module must never
 decide one, except :meth:`ExecutionRepo.claim`, the conditional start of an approved call.
+
+On a shared database each running row names the replica that runs it (``replica_id``, its lease
+id): :meth:`ExecutionRepo.orphans` finds the rows no live lease holds, and an update ``held_by``
+a replica changes the row only while that replica still holds it.
 """
 
 from __future__ import annotations
@@ -17,7 +21,9 @@ from sqlalchemy import Connection, Table, and_, func, or_, select
 from ongrid_skills.errors import InvalidRequest
 from ongrid_skills.execution.records import ErrorInfo, Event, Execution, Status
 from ongrid_skills.store.connection import Database
+from ongrid_skills.store.leases import unheld
 from ongrid_skills.store.models import EventRow, ExecutionRow
+from ongrid_skills.store.prefix import id_starts_with
 from ongrid_skills.store.rawsql import dumps
 
 _EXEC = cast(Table, ExecutionRow.__table__)
@@ -61,6 +67,7 @@ _INSERT_COLUMNS = (
     "started_at",
     "finished_at",
     "duration_ms",
+    "replica_id",
 )
 _EVENT_COLUMNS = ("execution_id", "seq", "ts", "type", "data")
 
@@ -126,6 +133,9 @@ class ExecutionRepo:
         raw = db.raw
         self._insert_sql = raw.insert_sql("executions", _INSERT_COLUMNS)
         self._update_sql = raw.update_sql("executions", _UPDATABLE, "id")
+        self._update_held_sql = raw.update_sql(
+            "executions", _UPDATABLE, "id", "replica_id", "status"
+        )
         self._events_sql = raw.insert_sql("execution_events", _EVENT_COLUMNS)
 
     def insert(
@@ -136,19 +146,30 @@ class ExecutionRepo:
         definition_hash: str | None = None,
         idempotency_key: str | None = None,
         args_hash: str | None = None,
+        replica_id: str | None = None,
     ) -> None:
-        """Write a new execution's row (before its spawn), with what idempotency needs."""
+        """Write a new execution's row (before its spawn), with what idempotency needs and the
+        replica that runs it."""
         row = to_row(execution)
         row.update(
-            definition_hash=definition_hash, idempotency_key=idempotency_key, args_hash=args_hash
+            definition_hash=definition_hash,
+            idempotency_key=idempotency_key,
+            args_hash=args_hash,
+            replica_id=replica_id,
         )
         self.db.raw.run(conn, self._insert_sql, _params(row, _INSERT_COLUMNS))
 
-    def update(self, conn: Connection, execution: Execution) -> None:
-        """Rewrite the columns an execution changes over its life (status, outcome, times)."""
+    def update(self, conn: Connection, execution: Execution, *, held_by: str | None = None) -> bool:
+        """Rewrite the columns an execution changes over its life (status, outcome, times).
+
+        ``held_by``: only while the row is still ``running`` on that replica — False, and
+        nothing written, when another replica has ended it meanwhile (its lease had expired)."""
         row = to_row(execution)
-        params = (*_params(row, _UPDATABLE), execution.id)
-        self.db.raw.run(conn, self._update_sql, params)
+        if held_by is None:
+            params = (*_params(row, _UPDATABLE), execution.id)
+            return bool(self.db.raw.run(conn, self._update_sql, params).rowcount)
+        params = (*_params(row, _UPDATABLE), execution.id, held_by, Status.RUNNING.value)
+        return bool(self.db.raw.run(conn, self._update_held_sql, params).rowcount)
 
     def add_events(
         self, conn: Connection, execution_id: str, events: Sequence[tuple[int, Event]]
@@ -170,13 +191,24 @@ class ExecutionRepo:
             row = conn.execute(select(_EXEC).where(_EXEC.c.id == execution_id)).mappings().first()
         return from_row(row) if row else None
 
-    def claim(self, conn: Connection, execution_id: str, expected: Status, status: Status) -> bool:
+    def claim(
+        self,
+        conn: Connection,
+        execution_id: str,
+        expected: Status,
+        status: Status,
+        *,
+        replica_id: str | None = None,
+    ) -> bool:
         """Move an execution row from ``expected`` to ``status`` only if it still is
-        ``expected``: the one start of an approved call, whoever tries it."""
+        ``expected``: the one start of an approved call, whoever tries it (and on whichever
+        replica: the row then names ``replica_id``). A conditional UPDATE is decided on the row
+        as it is when written, under PostgreSQL's READ COMMITTED too: a second claimer waits
+        for the first one's row lock, then finds the condition false."""
         result = conn.execute(
             _EXEC.update()
             .where(_EXEC.c.id == execution_id, _EXEC.c.status == expected.value)
-            .values(status=status.value)
+            .values(status=status.value, replica_id=replica_id)
         )
         return bool(result.rowcount)
 
@@ -206,9 +238,13 @@ class ExecutionRepo:
         status: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        id_prefix: str | None = None,
     ) -> tuple[list[Execution], str | None]:
-        """Newest first; ``cursor`` is the opaque value of the previous page's ``next_cursor``."""
+        """Newest first; ``cursor`` is the opaque value of the previous page's ``next_cursor``;
+        ``id_prefix``: only the executions whose id starts with these hex digits."""
         query = select(_EXEC).order_by(_EXEC.c.created_at.desc(), _EXEC.c.id.desc())
+        if id_prefix:
+            query = query.where(id_starts_with(_EXEC.c.id, id_prefix))
         if skill:
             query = query.where(_EXEC.c.skill == skill)
         if status:
@@ -236,6 +272,23 @@ class ExecutionRepo:
                 .all()
             )
         return [from_row(r) for r in rows]
+
+    def orphans(self, conn: Connection, now: float) -> list[tuple[Execution, str | None]]:
+        """Rows ``running`` that no live lease holds at ``now`` (the database's clock), with
+        the replica each names: it died, or (None) the row predates the shared store."""
+        query = select(_EXEC).where(
+            _EXEC.c.status == Status.RUNNING.value, unheld(_EXEC.c.replica_id, now)
+        )
+        rows = conn.execute(query).mappings().all()
+        return [(from_row(r), r["replica_id"]) for r in rows]
+
+    def replica_of(self, execution_id: str) -> str | None:
+        """The replica an execution's row names (None: the embedded store, or not started)."""
+        with self.db.read() as conn:
+            value = conn.execute(
+                select(_EXEC.c.replica_id).where(_EXEC.c.id == execution_id)
+            ).scalar()
+        return None if value is None else str(value)
 
     def count_by_status(self) -> dict[str, int]:
         with self.db.read() as conn:

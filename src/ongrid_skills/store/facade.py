@@ -16,12 +16,14 @@ from ongrid_skills.store.approvals import ApprovalRepo
 from ongrid_skills.store.audit import AuditLog, open_audit
 from ongrid_skills.store.connection import Database, open_database
 from ongrid_skills.store.executions import ExecutionRepo
+from ongrid_skills.store.leases import LeaseRepo
+from ongrid_skills.store.sessions import SessionRepo
 from ongrid_skills.store.tokens import TokenRepo
 
 
 class Store:
     """The repositories over one :class:`Database`: ``executions``, ``approvals``, ``audit``,
-    ``tokens``; ``tx()`` and ``read()`` are the database's."""
+    ``tokens``, ``sessions``, ``leases``; ``tx()`` and ``read()`` are the database's."""
 
     def __init__(self, db: Database, audit: AuditLog) -> None:
         self.db = db
@@ -31,6 +33,8 @@ class Store:
         self.executions = ExecutionRepo(db)
         self.approvals = ApprovalRepo(db)
         self.tokens = TokenRepo(db, self.audit)
+        self.sessions = SessionRepo(db, self.audit)
+        self.leases = LeaseRepo(db)
 
     @contextmanager
     def tx(self) -> Iterator[Connection]:

@@ -44,6 +44,8 @@ class ExecutionRow(Base):
     started_at: Mapped[float | None] = mapped_column(Float)
     finished_at: Mapped[float | None] = mapped_column(Float)
     duration_ms: Mapped[float | None] = mapped_column(Float)
+    # The replica (its lease id) running the call; None on the embedded store (migration 0005).
+    replica_id: Mapped[str | None] = mapped_column(String(32))
 
 
 class EventRow(Base):
@@ -159,6 +161,8 @@ class AgentRunRow(Base):
     finished_at: Mapped[float | None] = mapped_column(Float)
     final_answer: Mapped[str | None] = mapped_column(Text)
     error: Mapped[Any] = mapped_column(JSON, nullable=True)
+    # The replica (its lease id) driving the run; None on the embedded store (migration 0005).
+    replica_id: Mapped[str | None] = mapped_column(String(32))
 
 
 class AgentMessageRow(Base):
@@ -187,6 +191,36 @@ class AgentEventRow(Base):
     ts: Mapped[float] = mapped_column(Float)
     type: Mapped[str] = mapped_column(String(32))
     data: Mapped[Any] = mapped_column(JSON)
+
+
+class WebSessionRow(Base):
+    """A web console session (migration 0004): only a SHA-256 of its id is stored; it acts with
+    the role of the API token it was opened with, and only while that token is not revoked."""
+
+    __tablename__ = "web_sessions"
+
+    id_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    token_id: Mapped[str] = mapped_column(String(32), index=True)
+    created_at: Mapped[float] = mapped_column(Float)
+    seen_at: Mapped[float] = mapped_column(Float)  # the idle expiry counts from here
+    expires_at: Mapped[float] = mapped_column(Float, index=True)  # the absolute expiry
+
+
+class ReplicaRow(Base):
+    """The lease of one manager process on a shared database (migration 0005).
+
+    ``id`` is new at every start, so a replica restarting never holds the calls of the process
+    it replaces. Times are the database server's clock (see ``store.leases``).
+    """
+
+    __tablename__ = "replicas"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    host: Mapped[str] = mapped_column(String(255))
+    pid: Mapped[int] = mapped_column(Integer)
+    started_at: Mapped[float] = mapped_column(Float)
+    renewed_at: Mapped[float] = mapped_column(Float)
+    expires_at: Mapped[float] = mapped_column(Float)
 
 
 Index("ix_executions_status_created", ExecutionRow.status, ExecutionRow.created_at)

@@ -55,10 +55,13 @@ class RawSQL:
         marks = ", ".join(self.mark for _ in columns)
         return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})"  # noqa: S608
 
-    def update_sql(self, table: str, columns: Sequence[str], key: str) -> str:
-        _ident(table, key, *columns)
+    def update_sql(self, table: str, columns: Sequence[str], key: str, *also: str) -> str:
+        """UPDATE ``columns`` of the row whose ``key`` (and each column of ``also``) equals the
+        parameters that follow the new values, in that order."""
+        _ident(table, key, *columns, *also)
         sets = ", ".join(f"{c} = {self.mark}" for c in columns)
-        return f"UPDATE {table} SET {sets} WHERE {key} = {self.mark}"  # noqa: S608
+        where = " AND ".join(f"{c} = {self.mark}" for c in (key, *also))
+        return f"UPDATE {table} SET {sets} WHERE {where}"  # noqa: S608
 
     def select_sql(self, table: str, column: str, key: str) -> str:
         """SELECT one column by key, locking the row where the dialect can (the audit head)."""

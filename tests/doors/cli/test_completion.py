@@ -8,6 +8,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pexpect
 import pytest
 
 from tests.support.processes import CLI
@@ -137,3 +138,113 @@ def test_the_sourced_bash_script_fills_compreply(catalogue: dict[str, str]) -> N
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["disk_cleaner", "disk_usage"]
+
+
+# ---- run's KEY=VALUE words ------------------------------------------------------------------
+TUNER_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "mode": {"enum": ["fast", "safe"]},
+        "dry_run": {"type": "boolean"},
+        "path": {"type": "string", "description": "Where to look."},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "odd key": {"type": "string"},  # a blank: cannot be typed as KEY=VALUE
+    },
+}
+
+
+@pytest.fixture
+def tuner(catalogue: dict[str, str], make_skill: MakeSkill) -> dict[str, str]:
+    make_skill("tuner", OK, schema=TUNER_SCHEMA)
+    return catalogue
+
+
+def test_after_the_skill_name_its_keys_complete_not_skill_names_again(
+    tuner: dict[str, str],
+) -> None:
+    done = complete("bash", "ongrid-skills run tuner ", 3, tuner)
+    assert done.stdout.splitlines() == [
+        "plain,mode=",
+        "plain,dry_run=",
+        "plain,path=",
+        "plain,tags=",
+    ]
+    assert complete("bash", "ongrid-skills run tuner d", 3, tuner).stdout == "plain,dry_run=\n"
+    fish = complete("fish", "ongrid-skills run tuner pa", "pa", tuner)
+    assert fish.stdout.splitlines() == ["plain,path=\tWhere to look."]
+
+
+def test_a_key_given_is_not_offered_again_unless_it_is_an_array(tuner: dict[str, str]) -> None:
+    # bash hands "path=/x tags=a" over in pieces: path = /x tags = a
+    words = "ongrid-skills run tuner path = /x tags = a "
+    done = complete("bash", words, len(words.split()), tuner)
+    assert done.stdout.splitlines() == ["plain,mode=", "plain,dry_run=", "plain,tags="]
+    zsh = complete("zsh", "ongrid-skills run tuner path=/x ", 4, tuner)
+    assert "path=" not in zsh.stdout.splitlines()
+
+
+def test_after_key_equals_the_values_of_an_enum_or_a_boolean_complete(
+    tuner: dict[str, str],
+) -> None:
+    # bash: the word is split at "=" and only what follows it is replaced.
+    assert complete("bash", "ongrid-skills run tuner mode =", 4, tuner).stdout.splitlines() == [
+        "plain,fast",
+        "plain,safe",
+    ]
+    assert complete("bash", "ongrid-skills run tuner dry_run = f", 5, tuner).stdout == (
+        "plain,false\n"
+    )
+    # zsh and fish: the whole word.
+    zsh = complete("zsh", "ongrid-skills run tuner dry_run=", 3, tuner)
+    assert zsh.stdout.splitlines() == ["plain", "dry_run=true", "_", "plain", "dry_run=false", "_"]
+    fish = complete("fish", "ongrid-skills run tuner mode=s", "mode=s", tuner)
+    assert fish.stdout.splitlines() == ["plain,mode=safe"]
+    assert complete("bash", "ongrid-skills run tuner path =", 4, tuner).stdout.strip() == ""
+
+
+def test_json_args_an_unknown_skill_or_key_complete_nothing(tuner: dict[str, str]) -> None:
+    for words, cword in [
+        ("ongrid-skills run tuner {", 3),
+        ("ongrid-skills run no_such_skill ", 3),
+        ("ongrid-skills run tuner nokey =", 4),
+    ]:
+        done = complete("bash", words, cword, tuner)
+        assert (done.returncode, done.stdout.strip(), done.stderr) == (0, "", ""), words
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_in_an_interactive_bash_a_completed_key_takes_its_value_without_a_space(
+    tuner: dict[str, str],
+) -> None:
+    """Real readline: Tab after "pa" writes "path=" and the next character joins the word."""
+
+    environ = {
+        "PATH": f"{Path(CLI).parent}:{os.environ['PATH']}",
+        "HOME": os.environ.get("HOME", "/root"),
+        "ONGRID_BUNDLED_SKILLS": "0",
+        "PS1": "READY> ",
+        "TERM": "dumb",
+        **tuner,
+    }
+    shell = pexpect.spawn(
+        "bash", ["--norc", "--noprofile", "-i"], env=environ, encoding="utf-8", timeout=30
+    )
+    try:
+        shell.expect_exact("READY> ")
+        shell.sendline("source <(_ONGRID_SKILLS_COMPLETE=bash_source ongrid-skills)")
+        shell.expect_exact("READY> ")
+        shell.send("ongrid-skills run tuner pa\t")
+        shell.expect_exact("pa")
+        shell.send("Z")
+        shell.expect(r"th=(\s*)Z")
+        assert shell.match.group(1) == ""
+        shell.send("\x03")  # Ctrl-C: the line is dropped, never run
+        shell.expect_exact("READY> ")
+        shell.send("ongrid-skills run tuner mode=\t")
+        shell.expect_exact("mode=")
+        shell.send("\t")  # two choices: the second Tab lists them
+        shell.expect(r"fast\s+safe")
+        shell.send("\x03")
+        shell.expect_exact("READY> ")
+    finally:
+        shell.close(force=True)

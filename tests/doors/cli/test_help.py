@@ -29,6 +29,8 @@ def test_the_walk_reaches_the_nested_groups() -> None:
         "ongrid-skills audit list",
         "ongrid-skills approvals list",
         "ongrid-skills executions logs",
+        "ongrid-skills approvals watch",
+        "ongrid-skills executions cancel",
     ):
         assert expected in paths
 

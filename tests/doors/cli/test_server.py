@@ -118,9 +118,12 @@ def test_serve_on_a_fresh_data_dir_logs_only_the_id_of_its_admin_token(remote: R
     serving, token_line = remote.first_start
     assert serving.startswith("ongrid-skills: serving on http://127.0.0.1:")
     assert f"(data in {remote.data})" in serving
+    url = serving.split()[3]  # "ongrid-skills: serving on http://127.0.0.1:PORT (data in …)"
+    assert serving.rstrip().endswith(f"; web console at {url}/")
     token_file = remote.data / "first-admin-token"
     assert token_line.startswith("ongrid-skills: first start, admin token ogs_")
     assert f"written to {token_file}" in token_line
+    assert token_line.rstrip().endswith(f"log in at {url}/login with it")
     assert not TOKEN_RE.search(token_line)
     assert remote.tokens["admin"] not in token_line
     assert remote.tokens["admin"][:8] in token_line  # a prefix to recognise it by
@@ -158,6 +161,7 @@ def test_serve_on_a_terminal_prints_the_admin_token_once(tmp_path: Path) -> None
     serving, token_line = seen.decode().splitlines()[:2]
     assert serving.startswith("ongrid-skills: serving on http://127.0.0.1:")
     assert token_line.startswith("ongrid-skills: first start, admin token (shown once")
+    assert f"log in at http://127.0.0.1:{port}/login with it" in token_line
     assert TOKEN_RE.fullmatch(token_line.rsplit(" ", 1)[1].strip())
     assert not (tmp_path / "data" / "first-admin-token").exists()
 

@@ -56,7 +56,12 @@ def test_an_error_answer_has_the_declared_error_body(server: Server) -> None:
 
 def test_streams_and_metrics_declare_their_own_content_types(openapi: dict[str, Any]) -> None:
     paths = openapi["paths"]
-    for stream in ("/v1/executions/{execution_id}/events", "/v1/agent/runs/{run_id}/events"):
+    streams = (
+        "/v1/executions/{execution_id}/events",
+        "/v1/agent/runs/{run_id}/events",
+        "/v1/approvals/events",
+    )
+    for stream in streams:
         assert list(paths[stream]["get"]["responses"]["200"]["content"]) == ["text/event-stream"]
     assert list(paths["/metrics"]["get"]["responses"]["200"]["content"]) == ["text/plain"]
 

@@ -849,3 +849,48 @@ def test_events_without_follow_return_what_happened_so_far_and_end(
 
         assert wait_for(finished, "the talker to finish", timeout=20)["status"] == "succeeded"
         assert [e for e, _ in snapshot()] == ["status", "stderr", "stderr", "status", "end"]
+
+
+def test_events_with_last_event_id_resume_after_that_event(
+    live: tuple[ServeProcess, str], tmp_path: Path
+) -> None:
+    """A client whose stream broke after event N reconnects with Last-Event-ID: N and gets
+    each later event once: live while the call runs, from the store once it has ended."""
+    gate = tmp_path / "gate"
+    with live_client(live) as client:
+        started = client.post(
+            "/v1/skills/talker/execute", json={"args": {"gate": str(gate)}, "wait": False}
+        )
+        path = f"/v1/executions/{started.json()['id']}/events"
+        ids: list[str] = []
+        with client.stream("GET", path) as response:  # the ids, read from the raw stream
+            for line in response.iter_lines():
+                if line.startswith("id:"):
+                    ids.append(line[3:].strip())
+                if line.startswith("data:") and "first line" in line:
+                    break
+        assert ids == ["1", "2"]  # status running, then the first line
+        headers = {"Last-Event-ID": "2"}
+        with client.stream("GET", path, headers=headers) as response:
+            gate.touch()  # the stream is open: whatever comes now is live or replayed, once
+            resumed = list(sse(response))
+        assert [e for e, _ in resumed] == ["stderr", "status", "end"], resumed
+        assert resumed[0][1]["line"] == "second line"
+        with client.stream("GET", path, headers={"Last-Event-ID": "3"}) as response:
+            after_end = list(sse(response))
+        assert [e for e, _ in after_end] == ["status", "end"]
+        assert after_end[0][1]["status"] == "succeeded"
+        with client.stream("GET", path, headers={"Last-Event-ID": "99"}) as response:
+            assert [e for e, _ in sse(response)] == ["end"]
+
+
+@pytest.mark.parametrize("value", ["-1", "x", "1.5"])
+def test_a_last_event_id_that_is_not_an_event_number_is_a_400(
+    live: tuple[ServeProcess, str], value: str
+) -> None:
+    with live_client(live) as client:
+        done = client.post("/v1/skills/talker/execute", json={"args": {"gate": "/"}})
+        path = f"/v1/executions/{done.json()['id']}/events"
+        answer = client.get(path, headers={"Last-Event-ID": value})
+        assert answer.status_code == 400
+        assert answer.json()["error"]["code"] == "invalid_request"

@@ -1,10 +1,11 @@
 """The ``ongrid-skills`` command: the one place that reads env/files and maps errors to exit codes.
 
-Exit codes: 0 ok, 1 the skill failed, 2 usage or invalid input, 3 denied by policy (or a
-confirmation is missing), 4 pending approval, 124 timed out. The commands that talk to a server
-(``approvals``, ``executions``; in ``doors/cli/server.py``) map the HTTP status instead: 403 → 3,
-other 4xx → 2, 5xx → 1. Commands never run a call themselves: ``run`` goes through
-:func:`ongrid_skills.execution.pipeline.execute`, like the Python API.
+Exit codes (:mod:`ongrid_skills.doors.cli.exits`): 0 ok, 1 the skill failed, 2 usage or invalid
+input, 3 denied by policy (or a confirmation is missing), 4 pending approval, 124 timed out. The
+commands that talk to a server map the HTTP status instead
+(:func:`ongrid_skills.doors.cli.remote.exit_code`): 403 → 3, other 4xx → 2, 5xx → 1. Commands
+never run a call themselves: ``run`` goes through :func:`ongrid_skills.execution.pipeline.execute`,
+like the Python API, or through a server's REST API (:mod:`ongrid_skills.doors.cli.remote_run`).
 """
 
 from __future__ import annotations
@@ -18,12 +19,20 @@ from typing import Any, NoReturn
 
 import click
 
-from ongrid_skills import strict_json, toolspec
+from ongrid_skills import toolspec
 from ongrid_skills.builtins.reach import Reach
+from ongrid_skills.doors.cli import args as cli_args
 from ongrid_skills.doors.cli import chat as cli_agent
-from ongrid_skills.doors.cli import completion, output
+from ongrid_skills.doors.cli import completion, output, remote_run
 from ongrid_skills.doors.cli import mcp as cli_mcp
+from ongrid_skills.doors.cli import pack as cli_pack
 from ongrid_skills.doors.cli import server as cli_server
+from ongrid_skills.doors.cli.exits import (
+    EXIT_DENIED,
+    EXIT_FAILED,
+    EXIT_USAGE,
+    STATUS_EXIT,
+)
 from ongrid_skills.errors import (
     ApprovalRequired,
     Denied,
@@ -33,7 +42,6 @@ from ongrid_skills.errors import (
     SkillError,
 )
 from ongrid_skills.execution.pipeline import execute
-from ongrid_skills.execution.records import Status
 from ongrid_skills.governance.gate import offered
 from ongrid_skills.governance.principal import local_user
 from ongrid_skills.settings import Settings
@@ -41,8 +49,6 @@ from ongrid_skills.skills import lint as validate
 from ongrid_skills.skills import scaffold
 from ongrid_skills.skills.registry import Registry
 from ongrid_skills.types import SkillClass
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_DENIED, EXIT_PENDING, EXIT_TIMEOUT = 0, 1, 2, 3, 4, 124
 
 #: Error codes → exit codes, for errors raised before anything runs.
 ERROR_EXIT = {
@@ -53,14 +59,6 @@ ERROR_EXIT = {
     "not_found": EXIT_USAGE,
     "denied": EXIT_DENIED,
     "approval_required": EXIT_DENIED,
-}
-#: Final statuses → exit codes.
-STATUS_EXIT = {
-    Status.SUCCEEDED: EXIT_OK,
-    Status.TIMED_OUT: EXIT_TIMEOUT,
-    Status.INVALID_ARGS: EXIT_USAGE,
-    Status.DENIED: EXIT_DENIED,
-    Status.PENDING_APPROVAL: EXIT_PENDING,
 }
 
 AUDIT = logging.getLogger("ongrid_skills.audit")
@@ -218,7 +216,12 @@ def show(obj: Context, name: str, as_json: bool, output_format: str | None) -> N
 
 @cli.command()
 @click.argument("name", shell_complete=completion.skill_names)
-@click.argument("args_json", required=False, default=None)
+@click.argument(
+    "words",
+    nargs=-1,
+    metavar="[ARGS_JSON | - | KEY=VALUE ...]",
+    shell_complete=completion.arg_words,
+)
 @click.option(
     "--persona",
     help="Run as this persona: its permission mode applies.",
@@ -239,27 +242,54 @@ def show(obj: Context, name: str, as_json: bool, output_format: str | None) -> N
     help="Print the result as the skill wrote it, also on a terminal (where it is "
     "pretty-printed otherwise); in a pipe it always is.",
 )
+@remote_run.options
 @click.pass_obj
 def run(
     obj: Context,
     name: str,
-    args_json: str | None,
+    words: tuple[str, ...],
     persona: str | None,
     yes: bool,
     dangerous: bool,
     as_json: bool,
     raw_result: bool,
+    server: bool,
+    url: str | None,
+    token: str | None,
+    wait: bool,
+    local: bool,
 ) -> None:
-    """Run a skill locally. ARGS_JSON is a JSON object; '-' reads it from stdin."""
-    raw = sys.stdin.read() if args_json == "-" else (args_json or "{}")
+    """Run a skill, here or on a server. The args: one JSON object, '-' (read from stdin), or
+    KEY=VALUE pairs typed from the skill's schema (KEY:=JSON for a JSON value; repeat a key
+    for an array)."""
+    remote_url = remote_run.target(server, url, local)
+    if remote_url is not None:
+        remote_run.run(
+            url=remote_url,
+            token=token,
+            name=name,
+            words=words,
+            persona=persona,
+            confirm=yes,
+            as_json=as_json,
+            raw=raw_result,
+            wait=wait,
+            dangerous=dangerous,
+            stdin=sys.stdin,
+        )
+    if wait:
+        fail(InvalidRequest("--wait is for runs on a server (--server or --url)"), as_json=as_json)
     try:
-        args = strict_json.loads(raw) if raw.strip() else {}
-    except json.JSONDecodeError as exc:
-        message = f"ARGS_JSON is not valid JSON: {exc.msg} at line {exc.lineno} col {exc.colno}"
-        fail(InvalidRequest(message), as_json=as_json)
-    except strict_json.DuplicateKey as exc:
-        fail(InvalidRequest(f"ARGS_JSON is ambiguous: {exc}"), as_json=as_json)
+        json_text, pairs = cli_args.split(words)
+        args = cli_args.parse_json(sys.stdin.read() if json_text == "-" else json_text or "")
+    except InvalidRequest as exc:
+        fail(exc, as_json=as_json)
     registry = obj.registry()
+    if pairs:
+        try:
+            args = cli_args.from_pairs(pairs, registry.get(name).schema, name)
+        except SkillError as exc:
+            fail(exc, as_json=as_json)
     reach = obj.reach()
     if dangerous:
         AUDIT.warning(
@@ -393,6 +423,7 @@ def new(name: str, lang: str, parent: str) -> None:
 cli_server.register(cli)
 cli_mcp.register(cli)
 cli_agent.register(cli)
+cli_pack.register(cli)
 
 
 def main(argv: list[str] | None = None) -> Any:

@@ -1,5 +1,6 @@
-"""Server-side CLI commands: serve, token, audit (local data dir), approvals and executions
-(against a running server with ``--url``/``--token`` or ``ONGRID_URL``/``ONGRID_TOKEN``)."""
+"""Server-side CLI commands on the local data dir: serve, token, audit. (The commands that talk
+to a running server, ``approvals`` and ``executions``, are in
+:mod:`ongrid_skills.doors.cli.remote_commands`.)"""
 
 from __future__ import annotations
 
@@ -9,12 +10,12 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING
 
 import click
 
-from ongrid_skills.doors.cli import output
+from ongrid_skills.doors.cli import output, remote_commands
+from ongrid_skills.doors.cli.remote import fail as _fail
 from ongrid_skills.errors import SkillError
 from ongrid_skills.execution.records import iso
 from ongrid_skills.governance.principal import local_user
@@ -26,7 +27,6 @@ if TYPE_CHECKING:
 
 # The server stack (FastAPI, uvicorn, SQLAlchemy, httpx) is imported by the commands that use
 # it, not at start-up: `ongrid-skills list` and `run` stay fast.
-DEFAULT_URL = "http://127.0.0.1:8731"
 #: Largest request head (request line + headers) the server reads; beyond it uvicorn answers 400.
 #: uvicorn's httptools parser has no such bound (a client could send megabytes of headers), so
 #: serve uses its h11 parser, whose bound is ``h11_max_incomplete_event_size``.
@@ -52,8 +52,7 @@ def register(cli: click.Group) -> None:
     cli.add_command(serve)
     cli.add_command(token)
     cli.add_command(audit)
-    cli.add_command(approvals)
-    cli.add_command(executions)
+    remote_commands.register(cli)
 
 
 @click.command()
@@ -63,7 +62,7 @@ def register(cli: click.Group) -> None:
 @click.option("--access-log", is_flag=True, help="Log every HTTP request.")
 @click.pass_context
 def serve(ctx: click.Context, host: str, port: int, watch: bool, access_log: bool) -> None:
-    """Serve the REST API and MCP over streamable HTTP (at /mcp), behind bearer tokens."""
+    """Serve the REST API, MCP over streamable HTTP (at /mcp) and the web console (at /)."""
     import uvicorn  # noqa: PLC0415 - lazy: see above
 
     from ongrid_skills.doors.asgi import create_app  # noqa: PLC0415
@@ -78,11 +77,12 @@ def serve(ctx: click.Context, host: str, port: int, watch: bool, access_log: boo
         raise click.ClickException(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
     store = _store(ctx)
     first = bootstrap_admin_token(store)
+    url = f"http://{_shown(host)}:{port}"
     click.echo(
-        f"ongrid-skills: serving on http://{_shown(host)}:{port} (data in {settings.data_dir})"
+        f"ongrid-skills: serving on {url} (data in {settings.data_dir}); web console at {url}/"
     )
     if first:
-        _announce_first_token(*first, settings.data_dir)
+        _announce_first_token(*first, settings.data_dir, url)
     sys.stdout.flush()
     app = create_app(settings, store=store, loader_sink=ctx.obj.loader_line, watch=watch)
     config = uvicorn.Config(
@@ -115,15 +115,18 @@ def _shown(host: str) -> str:
 FIRST_TOKEN_FILE = "first-admin-token"  # noqa: S105 - a file name, not a secret
 
 
-def _announce_first_token(secret: str, info: TokenInfo, data_dir: str) -> None:
-    """Show the first-start admin token once, on a terminal only.
+def _announce_first_token(secret: str, info: TokenInfo, data_dir: str, url: str) -> None:
+    """Show the first-start admin token once, on a terminal only, with the console's login page.
 
     stdout that is not a terminal is a log (systemd's journal, ``docker logs``, a redirect): a
     token there is readable by whoever reads logs, ``read_journal`` included. Then the token goes
     to a 0600 file in the data dir (which built-ins never read) and only its id and a prefix are
     printed."""
     if sys.stdout.isatty():
-        click.echo(f"ongrid-skills: first start, admin token (shown once, keep it): {secret}")
+        click.echo(
+            "ongrid-skills: first start, admin token "
+            f"(shown once, keep it; log in at {url}/login with it): {secret}"
+        )
         return
     os.makedirs(data_dir, mode=0o700, exist_ok=True)  # a PostgreSQL store creates none
     path = os.path.join(data_dir, FIRST_TOKEN_FILE)
@@ -136,7 +139,7 @@ def _announce_first_token(secret: str, info: TokenInfo, data_dir: str) -> None:
     click.echo(
         f"ongrid-skills: first start, admin token {secret[:8]}… (id {info.id}) written to "
         f"{os.path.abspath(path)}: read it once, then delete the file "
-        "(a token is printed only on a terminal)"
+        f"(a token is printed only on a terminal); log in at {url}/login with it"
     )
 
 
@@ -255,204 +258,3 @@ def audit_list(
         table=lambda: output.audit_table(entries, iso),
         empty=f"no audit entries for {action}" if action else "no audit entries",
     )
-
-
-# ---- against a server -------------------------------------------------------------------
-def remote_options(func: Any) -> Any:
-    func = click.option("--token", envvar="ONGRID_TOKEN", help="API token (or ONGRID_TOKEN).")(func)
-    return click.option(
-        "--url",
-        envvar="ONGRID_URL",
-        default=DEFAULT_URL,
-        show_default=True,
-        help="Server URL (or ONGRID_URL).",
-    )(func)
-
-
-class Remote:
-    def __init__(self, url: str, token: str | None) -> None:
-        import httpx  # noqa: PLC0415 - lazy: see above
-
-        if not token:
-            _fail("a token is needed: --token or ONGRID_TOKEN")
-        self.httpx = httpx
-        self.client = httpx.Client(
-            base_url=url.rstrip("/"), headers={"Authorization": f"Bearer {token}"}, timeout=60
-        )
-        # Closed with the command (also when it exits early), not left to the garbage collector.
-        click.get_current_context().call_on_close(self.client.close)
-
-    def call(self, method: str, path: str, **kwargs: Any) -> Any:
-        try:
-            response = self.client.request(method, path, **kwargs)
-        except self.httpx.HTTPError as exc:
-            _fail(f"cannot reach the server: {exc}")
-        try:
-            body = response.json() if response.content else {}
-        except ValueError:  # not JSON: a proxy's page, uvicorn's plain-text 400…
-            body = {"error": {"message": response.text[:500]}}
-        if response.status_code >= 400:
-            error = body.get("error", {}) if isinstance(body, dict) else {}
-            _fail(
-                f"{error.get('code', response.status_code)}: {error.get('message', body)}",
-                code=_exit_code(response.status_code),
-            )
-        return body
-
-    def stream(self, path: str) -> Iterator[tuple[str, dict[str, Any]]]:
-        try:
-            with self.client.stream("GET", path, timeout=None) as response:
-                if response.status_code >= 400:
-                    response.read()
-                    _fail(
-                        f"{response.status_code}: {response.text[:500]}",
-                        code=_exit_code(response.status_code),
-                    )
-                event = "message"
-                for line in response.iter_lines():
-                    if line.startswith("event:"):
-                        event = line[6:].strip()
-                    elif line.startswith("data:"):
-                        yield event, json.loads(line[5:].strip())
-                    elif not line:
-                        event = "message"
-        except self.httpx.HTTPError as exc:
-            _fail(f"stream broken: {exc}")
-
-
-@click.group()
-def approvals() -> None:
-    """The approval inbox of a server."""
-
-
-@approvals.command("list")
-@click.option("--status", default="pending", show_default=True, help="Or '' for all.")
-@click.option("--json", "as_json", is_flag=True, help="Print the body of GET /v1/approvals.")
-@output.output_option
-@remote_options
-def approvals_list(
-    status: str, as_json: bool, output_format: str | None, url: str, token: str | None
-) -> None:
-    """List the approval requests (the pending ones by default)."""
-    fmt = output.resolve(as_json, output_format)
-    params = {"status": status} if status else {}
-    body = Remote(url, token).call("GET", "/v1/approvals", params=params)
-    output.emit(
-        fmt,
-        data=body,
-        json_text=json.dumps(body),
-        table=lambda: output.approvals_table(body["items"]),
-        empty=f"no {status} approvals" if status else "no approvals",
-    )
-
-
-@approvals.command("approve")
-@click.argument("approval_id")
-@click.option("--comment", help="Why: kept with the signature and in the audit chain.")
-@remote_options
-def approvals_approve(approval_id: str, comment: str | None, url: str, token: str | None) -> None:
-    """Sign a request; the call runs once it has the signatures it needs."""
-    body = Remote(url, token).call(
-        "POST", f"/v1/approvals/{approval_id}/approve", json={"comment": comment}
-    )
-    click.echo(json.dumps(body))
-
-
-@approvals.command("reject")
-@click.argument("approval_id")
-@click.option("--comment", help="Why: kept with the rejection and in the audit chain.")
-@remote_options
-def approvals_reject(approval_id: str, comment: str | None, url: str, token: str | None) -> None:
-    """Reject a request: the call never runs."""
-    body = Remote(url, token).call(
-        "POST", f"/v1/approvals/{approval_id}/reject", json={"comment": comment}
-    )
-    click.echo(json.dumps(body))
-
-
-@click.group()
-def executions() -> None:
-    """Executions recorded by a server."""
-
-
-@executions.command("list")
-@click.option("--skill", help="Only calls of this skill.")
-@click.option("--status", help="Only calls in this status, e.g. failed or pending_approval.")
-@click.option(
-    "--limit",
-    default=20,
-    show_default=True,
-    type=click.IntRange(1, 500),
-    help="How many of the latest calls.",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print the body of GET /v1/executions.")
-@output.output_option
-@remote_options
-def executions_list(
-    skill: str | None,
-    status: str | None,
-    limit: int,
-    as_json: bool,
-    output_format: str | None,
-    url: str,
-    token: str | None,
-) -> None:
-    """List the latest calls, newest first."""
-    fmt = output.resolve(as_json, output_format)
-    params: dict[str, Any] = {"limit": limit}
-    if skill:
-        params["skill"] = skill
-    if status:
-        params["status"] = status
-    body = Remote(url, token).call("GET", "/v1/executions", params=params)
-    output.emit(
-        fmt,
-        data=body,
-        json_text=json.dumps(body),
-        table=lambda: output.executions_table(body["items"]),
-        empty="no executions match" if skill or status else "no executions",
-    )
-
-
-@executions.command("show")
-@click.argument("execution_id")
-@remote_options
-def executions_show(execution_id: str, url: str, token: str | None) -> None:
-    """Print one call (the Execution) as JSON."""
-    click.echo(json.dumps(Remote(url, token).call("GET", f"/v1/executions/{execution_id}")))
-
-
-@executions.command("logs")
-@click.argument("execution_id")
-@click.option("-f", "--follow", is_flag=True, help="Follow live events until the end.")
-@remote_options
-def executions_logs(execution_id: str, follow: bool, url: str, token: str | None) -> None:
-    """Print the timeline (stderr lines, progress, status changes)."""
-    remote = Remote(url, token)
-    query = "" if follow else "?follow=false"
-    for event, data in remote.stream(f"/v1/executions/{execution_id}/events{query}"):
-        if event == "end":
-            click.echo(f"[end] {data.get('status')}", err=True)
-            return
-        if event == "stderr":
-            click.echo(data.get("line", ""))
-        elif event == "progress":
-            click.echo(
-                f"[progress {data.get('progress')}/{data.get('total', '?')}] "
-                f"{data.get('message', '')}"
-            )
-        else:
-            rest = {k: v for k, v in data.items() if k not in ("type", "ts")}
-            click.echo(f"[{event}] {json.dumps(rest, ensure_ascii=False)}")
-
-
-def _exit_code(status: int) -> int:
-    """HTTP status → exit code: 403 denied (3), other 4xx usage or input (2), 5xx failed (1)."""
-    if status == 403:
-        return 3
-    return 2 if status < 500 else 1
-
-
-def _fail(message: str, code: int = 2) -> NoReturn:
-    click.echo(f"ongrid-skills: {message}", err=True)
-    sys.exit(code)

@@ -17,7 +17,7 @@ from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 from sse_starlette.sse import EventSourceResponse
 
-from ongrid_skills import toolspec
+from ongrid_skills import feeds, toolspec
 from ongrid_skills.doors.rest.auth import request_principal
 from ongrid_skills.doors.rest.bodies import DecisionBody, ExecuteBody
 from ongrid_skills.doors.rest.errors import responses
@@ -30,6 +30,15 @@ from ongrid_skills.types import Role, SkillClass
 
 router = APIRouter()
 Caller = Annotated[Principal, Depends(request_principal)]
+#: ``?id_prefix=``: the objects whose id starts with these hex digits (how the CLI resolves a
+#: short id without listing everything).
+IdPrefix = Annotated[
+    str | None,
+    Query(
+        pattern="^[0-9a-fA-F]{1,32}$",
+        description="Only the objects whose id starts with these hex digits.",
+    ),
+]
 
 
 async def manager_of(request: Request) -> Manager:
@@ -134,11 +143,12 @@ async def list_executions(
     ] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: Annotated[str | None, Query(max_length=300)] = None,
+    id_prefix: IdPrefix = None,
 ) -> Response:
     if status is not None and status not in {s.value for s in Status}:
         raise InvalidRequest(f"unknown status {status!r}")
     items, next_cursor = manager.store.executions.page(
-        skill=skill, status=status, limit=limit, cursor=cursor
+        skill=skill, status=status, limit=limit, cursor=cursor, id_prefix=id_prefix
     )
     # Results are spliced in verbatim (Execution.to_json): never re-serialised, so a deep or
     # big result can neither break nor slow this listing.
@@ -181,34 +191,32 @@ SSE_ANSWER: dict[int | str, dict[str, Any]] = {
     responses={**SSE_ANSWER, **responses(404)},
 )
 async def execution_events(
-    execution_id: str, manager: Mgr, _caller: Caller, follow: bool = True
+    execution_id: str,
+    manager: Mgr,
+    _caller: Caller,
+    follow: bool = True,
+    last_event_id: Annotated[
+        int | None,
+        Header(
+            alias="Last-Event-ID",
+            ge=0,
+            description="Resume after this event number (what a reconnecting client sends).",
+        ),
+    ] = None,
 ) -> EventSourceResponse:
-    """The timeline so far, then (``follow``, the default) live events until the end."""
+    """The timeline so far, then (``follow``, the default) live events until the end. With
+    ``Last-Event-ID: N`` only the events after number N: a client whose stream broke resumes
+    where it was, without a line twice."""
     execution = manager.get(execution_id)
-    return EventSourceResponse(_stream(manager, execution, follow))
+    return EventSourceResponse(_stream(manager, execution, follow, last_event_id or 0))
 
 
 async def _stream(
-    manager: Manager, execution: Execution, follow: bool = True
+    manager: Manager, execution: Execution, follow: bool = True, after: int = 0
 ) -> AsyncIterator[dict[str, Any]]:
-    timeline = manager.hub.get(execution.id)
-    if timeline is None:
-        current = manager.get(execution.id)
-        if current.status.final or not follow:
-            for seq, event in manager.store.executions.events(execution.id):
-                yield sse_message(seq, event)
-            yield {"event": "end", "data": current.to_json()}
-            return
-        timeline = manager.hub.open(execution.id)
-        if not timeline.events:
-            timeline.events.extend(manager.store.executions.events(execution.id))
-            timeline.flushed = len(timeline.events)
-    if not follow:  # what happened so far, then the execution as it is now
-        for seq, event in list(timeline.events):
-            yield sse_message(seq, event)
-        yield {"event": "end", "data": manager.get(execution.id).to_json()}
-        return
-    async for seq, event in timeline.follow():
+    async for seq, event in feeds.execution_events(
+        manager, execution.id, follow=follow, after=after
+    ):
         yield sse_message(seq, event)
     yield {"event": "end", "data": manager.get(execution.id).to_json()}
 
@@ -230,9 +238,10 @@ async def list_approvals(
     _caller: Caller,
     status: str | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    id_prefix: IdPrefix = None,
 ) -> dict[str, Any]:
     manager.desk.expire_due()
-    items = manager.store.approvals.query(status=status, limit=limit)
+    items = manager.store.approvals.query(status=status, limit=limit, id_prefix=id_prefix)
     return {"items": [a.to_dict() for a in items], "total": len(items)}
 
 

@@ -1,10 +1,11 @@
-"""What each listing and ``show`` prints: the columns, the badges, the key/value view of a skill.
+"""What each listing and ``show`` prints: the columns, the badges, the key/value view of a skill,
+the lines of ``approvals watch``.
 
 Builders only: each turns the data a command already has (skills, token rows, audit entries, a
-server's JSON bodies) into a :class:`~ongrid_skills.doors.cli.output.tables.Table` or into the
-lines of ``show``. A skill class is a coloured badge that says its word, so it reads the same
-without colour. They never fetch anything and never decide between terminal and pipe beyond
-calling the renderers of ``tables``/``terminal``.
+server's JSON bodies and events) into a :class:`~ongrid_skills.doors.cli.output.tables.Table`, a
+line of cells, or the lines of ``show``. A skill class is a coloured badge that says its word,
+so it reads the same without colour. They never fetch anything and never decide between terminal
+and pipe beyond calling the renderers of ``tables``/``terminal``.
 """
 
 from __future__ import annotations
@@ -46,6 +47,9 @@ STATUS_STYLE = {
     "expired": "yellow",
     "cancelled": "yellow",
 }
+
+#: The events of ``approvals watch`` that are not statuses.
+WATCH_STYLE = {"requested": "cyan", "signed": "cyan", "void": "yellow"}
 
 
 def badge(skill_class: str) -> Styled:
@@ -153,6 +157,28 @@ def executions_table(items: Iterable[Mapping[str, Any]]) -> Table:
             [e["id"], e["created_at"], status(e["status"]), e["skill"], e["requested_by"] or "-"]
         )
     return table
+
+
+def approval_event(kind: str, a: Mapping[str, Any]) -> tuple[str | Styled, ...]:
+    """One line of ``approvals watch``: the event, then the request (its args when it is new,
+    its signers once signed, else why it ended). The event and the class are coloured words."""
+    signed = f"{a['signatures_collected']}/{a['signatures_required']}"
+    line: list[str | Styled] = [
+        Styled(kind, STATUS_STYLE.get(kind) or WATCH_STYLE.get(kind, "")),
+        " " * max(0, 9 - len(kind)),
+        f" {a['id']}  {a['skill']:<20} ",
+        badge(a["class"]),
+        " " * max(0, 9 - len(a["class"])),
+        f" {signed} by {a['requested_by']}",
+    ]
+    signers = [s["principal"] for s in a.get("signatures", []) if s.get("decision") == "approve"]
+    if kind == "requested":
+        line.append(f"  args={_compact(a['args'])}")
+    elif kind in ("signed", "approved") and signers:
+        line.append(f"  signed by {', '.join(signers)}")
+    elif a.get("reason"):
+        line.append(f"  ({a['reason']})")
+    return tuple(line)
 
 
 def skill_fields(skill: Skill) -> list[tuple[str, Cell]]:

@@ -1,10 +1,12 @@
-"""What ``run`` shows while a local call runs and when it ends.
+"""What ``run`` shows while a call runs and when it ends, here or on a server alike.
 
-While it runs: the skill's stderr lines as they come and its ``progress`` events. When stderr is
+While it runs: the skill's stderr lines as they come and its ``progress`` events (a local run's
+timeline events, or the same events read from a server's stream). When stderr is
 a terminal, progress is a live bar (rich, on stderr) and stderr lines print above it; otherwise
 each event is one plain line, exactly as before (``[progress 3/10] message``). At the end: the
 result pretty-printed when stdout is a terminal, else (and with ``--raw``) the skill's bytes
-verbatim; ``--json`` prints the whole Execution. It renders; it never runs or gates a call.
+verbatim; ``--json`` prints the whole Execution. It renders; it never runs, gates or fetches a
+call.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ def _amount(data: dict[str, Any]) -> str:
 
 
 class RunView:
-    """The events of one local run, on stderr; a context manager that ends the live display."""
+    """The events of one run, on stderr; a context manager that ends the live display."""
 
     def __init__(self, skill: str) -> None:
         self.skill = skill
@@ -70,15 +72,28 @@ class RunView:
             self._progress = None
 
     def event(self, event: Event) -> None:
-        """Show one timeline event (the ``on_event`` of the run)."""
+        """Show one timeline event (the ``on_event`` of a local run)."""
+        self.show(event.type, event.data)
+
+    def show(self, kind: str, data: dict[str, Any]) -> None:
+        """Show one event by its type and fields (a server's stream gives them so); the
+        types a person does not need to see while it runs (status, …) show nothing."""
         if not self.live:
-            _plain_event(event)
-        elif event.type == "stderr":
-            self._line(printable(event.data["line"]))
-        elif event.type == "progress":
-            self._advance(event.data)
-        elif event.type == "stderr_truncated":
+            _plain_event(kind, data)
+        elif kind == "stderr":
+            self._line(printable(str(data.get("line", ""))))
+        elif kind == "progress" and "progress" in data:
+            self._advance(data)
+        elif kind == "stderr_truncated":
             self._line(TRUNCATED, style="yellow")
+
+    def note(self, message: str) -> None:
+        """A line of the command's own (``ongrid-skills: approved; running``) on stderr,
+        above the live bar when there is one."""
+        if self.live:
+            self._line(printable(message))
+        else:
+            click.echo(message, err=True)
 
     def _out(self) -> Console:
         if self._console is None:
@@ -125,13 +140,13 @@ def _progress_display(out: Console) -> Progress:
     )
 
 
-def _plain_event(event: Event) -> None:
-    if event.type == "stderr":
-        click.echo(event.data["line"], err=True)
-    elif event.type == "progress":
-        message = event.data.get("message", "")
-        click.echo(f"[progress {_amount(event.data)}] {message}".rstrip(), err=True)
-    elif event.type == "stderr_truncated":
+def _plain_event(kind: str, data: dict[str, Any]) -> None:
+    if kind == "stderr":
+        click.echo(data.get("line", ""), err=True)
+    elif kind == "progress" and "progress" in data:
+        message = data.get("message", "")
+        click.echo(f"[progress {_amount(data)}] {message}".rstrip(), err=True)
+    elif kind == "stderr_truncated":
         click.echo(TRUNCATED, err=True)
 
 
@@ -141,14 +156,23 @@ def print_execution(execution: Execution, *, as_json: bool, raw: bool) -> None:
         click.echo(execution.to_json())
         return
     if execution.ok and execution.result_text is not None:
-        if raw or not stdout_is_terminal() or not _print_pretty(execution.result_text):
-            sys.stdout.write(execution.result_text + "\n")
-            sys.stdout.flush()
+        print_result(execution.result_text, raw=raw)
         return
     error = execution.error
     detail = f"{error.code}: {error.message}" if error else execution.status.value
-    line = f"ongrid-skills: {execution.skill} {execution.status.value} ({detail})"
-    click.echo(printable(line), err=True)
+    print_failure(execution.skill, execution.status.value, detail)
+
+
+def print_result(text: str, *, raw: bool) -> None:
+    """A call's result: pretty on a terminal, else (and with ``raw``) ``text`` verbatim."""
+    if raw or not stdout_is_terminal() or not _print_pretty(text):
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+
+
+def print_failure(skill: str, status: str, detail: str) -> None:
+    """Why a call gave no result, on stderr (the words may come from a skill or a server)."""
+    click.echo(printable(f"ongrid-skills: {skill} {status} ({detail})"), err=True)
 
 
 def _print_pretty(text: str) -> bool:

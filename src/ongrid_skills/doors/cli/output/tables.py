@@ -109,6 +109,15 @@ def print_table(table: Table) -> None:
             click.echo(line)
 
 
+def print_line(cell: Cell) -> None:
+    """One line of a stream (``approvals watch``): coloured on a terminal, plain in a pipe, in
+    both every control character shown, never obeyed; written at once."""
+    if stdout_is_terminal():
+        console().print(rich_text(cell), soft_wrap=True)
+    else:
+        click.echo(cell_text(cell))
+
+
 def cell_text(cell: Cell) -> str:
     """The words of a cell, printable (a control character shows as ``\\xNN``)."""
     if isinstance(cell, str):

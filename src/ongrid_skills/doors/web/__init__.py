@@ -1,0 +1,13 @@
+"""The web door (SPEC §14): the operator's console at ``/``, server-rendered from Jinja2
+templates with our own CSS and JS (no CDN, no third-party code), behind a session cookie.
+
+One module per concept: ``app`` (assembly), ``security`` (headers, same-origin, CSRF token),
+``sessions`` (cookie → session → principal), ``forms`` (the checked form of every state change),
+``login``, ``throttle``, ``templates`` (render, navigation), ``assets`` (hashed static files),
+``errors`` (codes → pages), ``catalogue`` (the catalogue's query and pages), ``pages`` (catalogue
+routes), ``live`` (event streams of the live parts). It never imports another door.
+"""
+
+from ongrid_skills.doors.web.app import build_web_app
+
+__all__ = ["build_web_app"]

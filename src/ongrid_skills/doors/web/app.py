@@ -1,0 +1,39 @@
+"""The web console's application: security headers, the same-origin guard, errors as pages,
+static files, and the routers of each page family.
+
+:func:`build_web_app` assembles the door; it opens no store and loads no registry itself: the
+served application (:mod:`ongrid_skills.doors.asgi`) sets ``app.state.manager`` when it starts.
+It must never import another door.
+"""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+from starlette.routing import Route
+
+from ongrid_skills.doors.web import errors, live, login, pages
+from ongrid_skills.doors.web.assets import PREFIX, Assets, favicon, static_file
+from ongrid_skills.doors.web.security import SameOriginGuard, SecurityHeaders
+from ongrid_skills.doors.web.templates import environment
+from ongrid_skills.doors.web.throttle import LoginThrottle
+from ongrid_skills.settings import Settings
+
+
+def build_web_app(settings: Settings) -> FastAPI:
+    """The console at ``/``; ``app.state.manager`` must be set before it serves a request."""
+    app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
+    assets = Assets()
+    app.state.settings = settings
+    app.state.assets = assets
+    app.state.templates = environment(assets.url)
+    app.state.login_throttle = LoginThrottle()
+    errors.install(app)
+    # Added last, so outermost: every answer carries the headers, the guard's refusals included.
+    app.add_middleware(SameOriginGuard)
+    app.add_middleware(SecurityHeaders)
+    app.router.routes.append(Route(PREFIX + "/{digest}/{name:path}", static_file, methods=["GET"]))
+    app.router.routes.append(Route("/favicon.ico", favicon, methods=["GET"]))
+    app.include_router(login.router)
+    app.include_router(pages.router)
+    app.include_router(live.router)
+    return app

@@ -1,0 +1,109 @@
+"""Errors → HTML pages, in one place: the status of each error code, the login redirect.
+
+Routes raise :class:`~ongrid_skills.errors.SkillError` subclasses (the gate's ``Forbidden``, the
+registry's ``NotFound``…) or ``sessions.LoginRequired``, and never build an error page themselves.
+Statuses are those of the REST door for the same codes (SPEC §9), decided here for this door.
+"""
+
+from __future__ import annotations
+
+import logging
+from urllib.parse import quote
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import RedirectResponse, Response
+
+from ongrid_skills.doors.web.sessions import LoginRequired, clear_session_cookie
+from ongrid_skills.doors.web.templates import render
+from ongrid_skills.errors import SkillError
+
+LOG = logging.getLogger("ongrid_skills.doors.web")
+
+STATUS_BY_CODE = {
+    "invalid_args": 400,
+    "invalid_request": 400,
+    "invalid_manifest": 400,
+    "unauthorized": 401,
+    "forbidden": 403,
+    "denied": 403,
+    "not_found": 404,
+    "conflict": 409,
+    "too_large": 413,
+    "busy": 429,
+    "storage_full": 507,
+    "invalid_config": 500,
+    "internal_error": 500,
+}
+TITLES = {
+    400: "Bad request",
+    401: "Not logged in",
+    403: "Not allowed",
+    404: "Not found",
+    405: "Method not allowed",
+    409: "Conflict",
+    413: "Too large",
+    429: "Too many attempts",
+    500: "Internal error",
+    507: "Storage full",
+}
+
+
+def error_page(request: Request, status: int, message: str) -> Response:
+    """The error page: its status, a title and the message (escaped by the template)."""
+    return render(
+        request,
+        "error.html",
+        status=status,
+        title=TITLES.get(status, "Error"),
+        message=message,
+        code=status,
+    )
+
+
+def login_redirect(request: Request) -> str:
+    """``/login?next=<where the user was going>`` (a local path only)."""
+    target = request.url.path
+    if request.url.query:
+        target += "?" + request.url.query
+    return "/login?next=" + quote(target, safe="/")
+
+
+def install(app: FastAPI) -> None:
+    """Register the handlers that turn every exception into a page."""
+
+    @app.exception_handler(LoginRequired)
+    async def login_required(request: Request, exc: LoginRequired) -> Response:
+        response: Response
+        accepts = request.headers.get("accept", "")
+        if request.method in ("GET", "HEAD") and "text/event-stream" not in accepts:
+            response = RedirectResponse(login_redirect(request), status_code=303)
+        else:
+            response = error_page(request, 401, "Your session has ended: log in again.")
+        if exc.stale_cookie:
+            clear_session_cookie(response, request)
+        return response
+
+    @app.exception_handler(SkillError)
+    async def skill_error(request: Request, exc: SkillError) -> Response:
+        return error_page(request, STATUS_BY_CODE.get(exc.code, 400), exc.message)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, exc: RequestValidationError) -> Response:
+        problems = "; ".join(
+            f"{'/'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg', 'invalid')}"
+            for e in exc.errors()[:5]
+        )
+        return error_page(request, 400, f"Invalid request: {problems}")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        response = error_page(request, exc.status_code, str(exc.detail))
+        response.headers.update(exc.headers or {})
+        return response
+
+    @app.exception_handler(Exception)
+    async def internal(request: Request, exc: Exception) -> Response:
+        LOG.exception("unhandled error", exc_info=exc)
+        return error_page(request, 500, "Internal error; see the manager's log.")

@@ -1,0 +1,85 @@
+"""The catalogue pages: ``/`` (to the catalogue), ``/skills``, ``/skills/{name}``, and the
+admin's ``POST /reload``.
+
+The page pattern: a route takes the :data:`~ongrid_skills.doors.web.sessions.Session` (or the
+:data:`~ongrid_skills.doors.web.forms.CheckedForm` when it changes something), asks the manager
+and the gate exactly what the REST route of the same capability asks, and returns
+``render(request, template, section=..., title=..., **data)``. A route never decides a
+permission itself and never builds an error page (``errors`` does, from the typed errors).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request
+from starlette.responses import RedirectResponse, Response
+
+from ongrid_skills.doors.web.catalogue import CatalogueQuery, catalogue_page
+from ongrid_skills.doors.web.forms import CheckedForm
+from ongrid_skills.doors.web.sessions import Session, manager_of
+from ongrid_skills.doors.web.templates import render
+from ongrid_skills.governance.gate import has_role, require_role
+from ongrid_skills.types import Role, SkillClass
+
+router = APIRouter()
+RECENT_EXECUTIONS = 20
+
+
+@router.get("/")
+async def home(_session: Session) -> Response:
+    return RedirectResponse("/skills", status_code=303)
+
+
+@router.get("/skills")
+async def catalogue(
+    request: Request,
+    session: Session,
+    q: Annotated[str | None, Query(max_length=200)] = None,
+    skill_class: Annotated[str | None, Query(alias="class", max_length=20)] = None,
+    source: Annotated[str | None, Query(max_length=200)] = None,
+    category: Annotated[str | None, Query(max_length=200)] = None,
+    persona: Annotated[str | None, Query(max_length=200)] = None,
+    page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
+    reloaded: Annotated[int | None, Query(ge=0)] = None,
+) -> Response:
+    query = CatalogueQuery.parse(q, skill_class, source, category, persona, page)
+    view = catalogue_page(manager_of(request).registry, query)
+    return render(
+        request,
+        "catalogue.html",
+        section="catalogue",
+        title="Catalogue",
+        view=view,
+        classes=[c.value for c in SkillClass],
+        may_reload=has_role(session.principal, Role.ADMIN),
+        reloaded=reloaded,
+    )
+
+
+@router.get("/skills/{name}")
+async def skill_page(request: Request, name: str, _session: Session) -> Response:
+    manager = manager_of(request)
+    skill = manager.registry.resolve(name)
+    executions, _cursor = manager.store.executions.page(skill=skill.name, limit=RECENT_EXECUTIONS)
+    return render(
+        request,
+        "skill.html",
+        section="catalogue",
+        title=skill.name,
+        skill=skill,
+        schema=json.dumps(skill.schema, indent=2, ensure_ascii=False, sort_keys=False),
+        extra=json.dumps(skill.extra, indent=2, ensure_ascii=False, default=str)
+        if skill.extra
+        else None,
+        executions=executions,
+    )
+
+
+@router.post("/reload")
+async def reload(request: Request, session: Session, _form: CheckedForm) -> Response:
+    """Re-scan the skill dirs now: the rule of ``POST /v1/reload`` (admin)."""
+    require_role(session.principal, Role.ADMIN)
+    registry = await manager_of(request).reload(session.principal.name)
+    return RedirectResponse(f"/skills?reloaded={len(registry)}", status_code=303)

@@ -1,0 +1,85 @@
+"""Pages from Jinja2 templates: the environment, the navigation, and :func:`render`.
+
+Every page extends ``base.html`` and is rendered through :func:`render`, which adds what every
+page needs: the session (``me``, or None on the login and error pages), its CSRF token for the
+forms (``csrf``), the navigation, and ``static(path)`` for the content-hashed URL of a static file.
+Autoescaping is on for every template; a template never marks anything ``|safe``. Templates hold
+no inline script or style (the CSP refuses them): behaviour lives in ``static/js``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from starlette.requests import Request
+from starlette.responses import HTMLResponse
+
+from ongrid_skills.execution.records import iso
+
+TEMPLATES_DIR = Path(__file__).with_name("templates")
+
+
+@dataclass(frozen=True, slots=True)
+class NavItem:
+    """One entry of the main navigation; ``section`` is what a page passes to be current."""
+
+    section: str
+    label: str
+    href: str
+
+
+#: The main navigation, in order. A new page family adds its entry here.
+NAV: tuple[NavItem, ...] = (NavItem("catalogue", "Catalogue", "/skills"),)
+
+
+def environment(static_url: Callable[[str], str]) -> Environment:
+    """The template environment; ``static_url`` maps ``css/app.css`` to its hashed URL."""
+    env = Environment(
+        loader=FileSystemLoader(TEMPLATES_DIR),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        auto_reload=False,
+    )
+    env.globals["static"] = static_url
+    env.globals["nav"] = NAV
+    env.filters["iso"] = iso
+    env.filters["when"] = when
+    return env
+
+
+def when(ts: float | None) -> str:
+    """A time as people read it in a table: ``2026-12-03 10:36:57 UTC``."""
+    if ts is None:
+        return "—"
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def render(
+    request: Request,
+    template: str,
+    *,
+    status: int = 200,
+    headers: dict[str, str] | None = None,
+    **context: Any,
+) -> HTMLResponse:
+    """A page: ``template`` with ``context`` and what every page gets. Pages are never cached
+    (``no-store``): they hold a CSRF token and data that may change or be gone after logout."""
+    env: Environment = request.app.state.templates
+    session = getattr(request.state, "session", None)
+    context.setdefault("section", None)
+    context.setdefault("title", "")
+    html = env.get_template(template).render(
+        me=session,
+        csrf=session.csrf if session is not None else "",
+        **context,
+    )
+    response = HTMLResponse(html, status_code=status, headers=headers)
+    response.headers["cache-control"] = "no-store"
+    return response

@@ -1,0 +1,117 @@
+"""An approval event → the JSON body of a Slack or Mattermost incoming webhook.
+
+The body is ``{"text": …, "blocks": [one section]}``. Slack shows the section (its mrkdwn text
+and up to ten fields) and uses ``text`` for the notification itself; Mattermost ignores
+``blocks`` and shows ``text``, which therefore says everything that matters on its own: what
+happened, the skill and its class, who asked, the signatures so far, and the link to the request's
+page, ``<public URL>/approvals/<id>``.
+
+Values that people typed (comments, reasons, args) reach the section only, escaped for mrkdwn
+(``&``, ``<``, ``>``: no link, mention or ``<!channel>`` can be forged) and cut short; the args are
+a short preview with secret-looking values masked, and their digest. ``text`` holds names only,
+with ``@`` defused so that no name can mention a channel. This module builds data; it must never
+send anything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import urllib.parse
+from datetime import UTC, datetime
+from typing import Any
+
+from ongrid_skills.builtins.redact import redact
+from ongrid_skills.notify.events import ApprovalEvent
+
+#: At most this many characters of the args preview and of a comment or reason.
+PREVIEW_CHARS = 200
+NOTE_CHARS = 300
+
+_TITLES = {
+    "requested": "Approval requested",
+    "signed": "Approval signed by {actor}",
+    "approved": "Approved by {actor}",
+    "rejected": "Rejected by {actor}",
+    "expired": "Approval expired",
+    "void": "Approval void",
+    "cancelled": "Approval cancelled by {actor}",
+}
+_NOTE_LABELS = {"signed": "Comment", "approved": "Comment"}  # else the reason it ended
+
+
+def request_link(public_url: str, approval_id: str) -> str:
+    """The request's page in the console, quoted so that it stays one mrkdwn link."""
+    return urllib.parse.quote(f"{public_url}/approvals/{approval_id}", safe=":/?#[]@!$&'()*+,;=%~")
+
+
+def message(event: ApprovalEvent, public_url: str) -> dict[str, Any]:
+    """The webhook body for ``event``: ``text`` plus one section block with fields."""
+    approval = event.approval
+    link = request_link(public_url, approval.id)
+    title = _TITLES.get(event.kind, event.kind).format(actor=_plain(event.actor))
+    signers = [s.principal for s in approval.approvals]
+    count = f"{len(signers)}/{approval.signatures_required}"
+    who = _plain(approval.requested_by)
+    persona = f" as {_plain(approval.persona)}" if approval.persona else ""
+    summary = (
+        f"{title}: {_plain(approval.skill)} ({approval.skill_class}) requested by {who}{persona}, "
+        f"{count} signatures"
+    )
+    fields = [
+        ("Skill", f"`{_code(approval.skill)}`"),
+        ("Class", approval.skill_class),
+        ("Status", approval.status),
+        ("Requested by", _mrkdwn(approval.requested_by)),
+        ("Persona", _mrkdwn(approval.persona) if approval.persona else "none"),
+        ("Signatures", f"{count}" + (f": {_mrkdwn(', '.join(signers))}" if signers else "")),
+    ]
+    if approval.status == "pending":
+        fields.append(("Expires", _utc(approval.expires_at)))
+    preview, digest = args_preview(approval.args), args_digest(approval.args)[:16]
+    fields.append(("Args", f"`{_code(preview)}`\nsha256 {digest}"))
+    if event.note:
+        label = _NOTE_LABELS.get(event.kind, "Reason")
+        fields.append((label, _mrkdwn(_cut(" ".join(event.note.split()), NOTE_CHARS))))
+    section = {
+        "type": "section",
+        "text": {"type": "mrkdwn", "text": f"*{title}*: <{link}|{_mrkdwn(approval.skill)}>"},
+        "fields": [{"type": "mrkdwn", "text": f"*{name}*\n{value}"} for name, value in fields],
+    }
+    return {"text": f"{summary}. {link}", "blocks": [section]}
+
+
+def args_preview(args: Any) -> str:
+    """Compact JSON of the args, secret-looking values masked, cut to PREVIEW_CHARS."""
+    text = json.dumps(args, ensure_ascii=False, separators=(",", ":"), default=str)
+    return _cut(redact(text), PREVIEW_CHARS)
+
+
+def args_digest(args: Any) -> str:
+    """SHA-256 of the canonical JSON of the args (sorted keys), as the manager computes it."""
+    raw = json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _mrkdwn(text: str) -> str:
+    """Text shown as is: the three characters Slack's mrkdwn gives meaning to are escaped."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _code(text: str) -> str:
+    """Text inside a code span: escaped, and no backtick to close the span early."""
+    return _mrkdwn(text).replace("`", "'")
+
+
+def _plain(text: str) -> str:
+    """A name in ``text``, read by Slack (mrkdwn) and Mattermost (Markdown): escaped, and an
+    ``@`` followed by a zero-width space, so that ``@channel`` or ``@all`` mention nobody."""
+    return _mrkdwn(text).replace("@", "@\u200b")
+
+
+def _utc(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")

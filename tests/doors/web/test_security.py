@@ -1,0 +1,191 @@
+"""The console's headers on every kind of answer, and the refusal of cross-site and forged
+state changes (CSRF), over plain HTTP against the served console."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi.routing import APIRoute
+
+from ongrid_skills.doors.web.forms import checked_form
+from ongrid_skills.doors.web.security import CSP, cross_site_problem, csrf_token
+from tests.support.browser import Console
+
+HEADERS = {
+    "content-security-policy": CSP,
+    "x-frame-options": "DENY",
+    "referrer-policy": "no-referrer",
+    "x-content-type-options": "nosniff",
+}
+
+
+def registry_reloads(console: Console) -> int:
+    return len(console.store.audit.entries(limit=1000, action="registry.reloaded"))
+
+
+def test_every_answer_of_the_console_carries_the_security_headers(console: Console) -> None:
+    with console.logged_in("admin") as client:
+        page = client.get("/skills")
+        css = client.get(page.text.split('rel="stylesheet" href="', 1)[1].split('"', 1)[0])
+        answers = {
+            "page": page,
+            "skill page": client.get("/skills/host_info"),
+            "redirect": client.get("/"),
+            "static": css,
+            "favicon": client.get("/favicon.ico"),
+            "unknown page": client.get("/nowhere"),
+            "unknown skill": client.get("/skills/no_such_skill"),
+            "bad query": client.get("/skills?page=0"),
+            "wrong method": client.delete("/skills"),
+            "no csrf": client.post("/reload", data={"other": "1"}),
+            "cross-site": client.post("/reload", headers={"sec-fetch-site": "cross-site"}),
+        }
+    with console.http() as anonymous:
+        answers["login page"] = anonymous.get("/login")
+        answers["anonymous redirect"] = anonymous.get("/skills")
+        answers["anonymous post"] = anonymous.post("/logout", data={"csrf": "x"})
+    statuses = {name: answer.status_code for name, answer in answers.items()}
+    assert statuses == {
+        "page": 200,
+        "skill page": 200,
+        "redirect": 303,
+        "static": 200,
+        "favicon": 200,
+        "unknown page": 404,
+        "unknown skill": 404,
+        "bad query": 400,
+        "wrong method": 405,
+        "no csrf": 403,
+        "cross-site": 403,
+        "login page": 200,
+        "anonymous redirect": 303,
+        "anonymous post": 401,
+    }
+    for name, answer in answers.items():
+        for header, value in HEADERS.items():
+            assert answer.headers.get(header) == value, (name, header)
+    assert "default-src 'self'" in CSP
+    assert page.headers["cache-control"] == "no-store"
+
+
+def test_the_api_keeps_its_json_answers_beside_the_console(console: Console) -> None:
+    """/v1, /mcp, /metrics, /docs and /openapi.json stay the REST door's: JSON 401s."""
+    for path in ("/v1/skills", "/v1/nowhere", "/metrics", "/docs", "/openapi.json"):
+        with console.http() as client:
+            response = client.get(path)
+        assert response.status_code == 401, path
+        assert response.json()["error"]["code"] == "unauthorized"
+    assert console.rest("GET", "/v1/skills/host_info", "vera").status_code == 200
+
+
+def test_a_post_without_the_csrf_token_changes_nothing(console: Console) -> None:
+    before = registry_reloads(console)
+    with console.logged_in("admin") as client:
+        missing = client.post("/reload", data={"other": "1"})
+        wrong = client.post("/reload", data={"csrf": "0" * 64})
+        empty = client.post("/reload", data={"csrf": ""})
+        still = client.get("/skills")
+    assert [missing.status_code, wrong.status_code, empty.status_code] == [403, 403, 403]
+    assert "CSRF" in missing.text
+    assert still.status_code == 200  # refused, and the session is still there
+    assert registry_reloads(console) == before
+
+
+def test_the_csrf_token_of_another_session_is_refused(console: Console) -> None:
+    before = registry_reloads(console)
+    with console.logged_in("admin") as mine, console.logged_in("admin2") as theirs:
+        stolen = console.csrf(theirs)
+        response = mine.post("/reload", data={"csrf": stolen})
+    assert response.status_code == 403
+    assert registry_reloads(console) == before
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"origin": "http://evil.example"},
+        {"origin": "https://127.0.0.1"},  # our host, another scheme: another origin
+        {"sec-fetch-site": "cross-site"},
+        {"sec-fetch-site": "same-site"},  # a sibling host or port
+        {"sec-fetch-site": "same-origin", "origin": "http://evil.example"},
+    ],
+)
+def test_a_post_from_another_origin_is_refused_even_with_the_right_token(
+    console: Console, headers: dict[str, str]
+) -> None:
+    before = registry_reloads(console)
+    with console.logged_in("admin") as client:
+        response = client.post("/reload", data={"csrf": console.csrf(client)}, headers=headers)
+    assert response.status_code == 403
+    assert registry_reloads(console) == before
+
+
+def test_a_post_of_our_own_page_passes_with_its_origin_or_a_null_one(console: Console) -> None:
+    """Browsers send ``Origin: null`` for form posts under ``Referrer-Policy: no-referrer``."""
+    before = registry_reloads(console)
+    with console.logged_in("admin") as client:
+        own = {"origin": console.url, "sec-fetch-site": "same-origin"}
+        first = client.post("/reload", data={"csrf": console.csrf(client)}, headers=own)
+        null = {"origin": "null", "sec-fetch-site": "same-origin"}
+        second = client.post("/reload", data={"csrf": console.csrf(client)}, headers=null)
+        by_header = client.post(
+            "/reload", headers={"x-csrf-token": console.csrf(client), **own}, data={}
+        )
+    assert [first.status_code, second.status_code, by_header.status_code] == [303, 303, 303]
+    assert first.headers["location"].startswith("/skills?reloaded=")
+    assert registry_reloads(console) == before + 3
+
+
+def test_the_same_origin_check_reads_the_host_and_scheme_of_the_request() -> None:
+    scope = {
+        "type": "http",
+        "scheme": "http",
+        "headers": [(b"host", b"ops.example:8731"), (b"origin", b"http://ops.example:8731")],
+    }
+    assert cross_site_problem(scope) is None
+    scope["headers"] = [(b"host", b"ops.example:8731"), (b"origin", b"http://ops.example:9999")]
+    assert cross_site_problem(scope) == "the request comes from another origin"
+    scope["headers"] = [(b"host", b"ops.example"), (b"sec-fetch-site", b"none")]
+    assert cross_site_problem(scope) is None
+
+
+def test_a_sessions_csrf_token_is_stable_and_tells_nothing_of_the_session_id() -> None:
+    session_id = "a" * 43
+    assert csrf_token(session_id) == csrf_token(session_id)
+    assert csrf_token(session_id) != csrf_token("b" * 43)
+    assert session_id not in csrf_token(session_id)
+
+
+def dependency_calls(dependant: object) -> set[object]:
+    found: set[object] = set()
+    for sub in getattr(dependant, "dependencies", ()):
+        found.add(sub.call)
+        found |= dependency_calls(sub)
+    return found
+
+
+def all_routes(routes: list[Any]) -> Iterator[Any]:
+    """Routes, those of included routers too (FastAPI keeps an included router as one entry)."""
+    for route in routes:
+        included = getattr(route, "original_router", None)
+        if included is not None:
+            yield from all_routes(included.routes)
+        else:
+            yield route
+
+
+def test_every_route_that_changes_state_checks_the_csrf_form(console: Console) -> None:
+    """The rule of forms.py, held for every route a page family adds: an unsafe method means
+    the CheckedForm dependency (only the login form, without a session yet, has its own)."""
+    unsafe = []
+    for route in all_routes(console.web.routes):
+        methods = set(getattr(route, "methods", None) or ()) - {"GET", "HEAD", "OPTIONS"}
+        if not methods:
+            continue
+        assert isinstance(route, APIRoute), f"{route.path}: a state change needs an APIRoute"
+        unsafe.append(route.path)
+        if route.path != "/login":
+            assert checked_form in dependency_calls(route.dependant), route.path
+    assert {"/login", "/logout", "/reload"} <= set(unsafe)
