@@ -268,10 +268,11 @@ def test_approvals_list_shows_the_pending_requests(remote: Remote) -> None:
     pending = pending_request(remote)
     result = remote.cli("approvals", "list", token=remote.tokens["vera"])
     assert result.exit_code == 0, result.output
-    [line] = [ln for ln in result.stdout.splitlines() if pending["approval_id"] in ln]
-    assert "pending" in line
-    assert "disk_clean" in line
-    assert "0/1 by olga" in line
+    header, *lines = result.stdout.splitlines()
+    assert header.split() == ["ID", "STATUS", "SKILL", "CLASS", "SIGNED", "REQUESTED", "BY", "ARGS"]
+    [line] = [ln for ln in lines if pending["approval_id"] in ln]
+    expected = [pending["approval_id"], "pending", "disk_clean", "mutating", "0/1", "olga", "{}"]
+    assert line.split() == expected
     as_json = remote.cli("approvals", "list", "--json", token=remote.tokens["vera"])
     body = json.loads(as_json.stdout)
     assert pending["approval_id"] in [a["id"] for a in body["items"]]
@@ -361,7 +362,9 @@ def test_executions_list_and_show(remote: Remote) -> None:
     token = remote.tokens["vera"]
     listed = remote.cli("executions", "list", "--skill", "echo", token=token)
     assert listed.exit_code == 0, listed.output
-    first = listed.stdout.splitlines()[0].split()
+    header, first_line, *_ = listed.stdout.splitlines()
+    assert header.split() == ["ID", "CREATED", "STATUS", "SKILL", "REQUESTED", "BY"]
+    first = first_line.split()
     assert first[0] == ran["id"]
     assert first[2:] == ["succeeded", "echo", "olga"]
     as_json = remote.cli("executions", "list", "--json", "--limit", "500", token=token)

@@ -167,3 +167,39 @@ def _typed(raw: str, prop: Any, word: str) -> Any:
 
 def _a(kinds: str) -> str:
     return ("an " if kinds[0] in "aeiou" else "a ") + kinds
+
+
+# ---- for shell completion -------------------------------------------------------------------
+def typable(key: str) -> bool:
+    """Whether a property name can be typed as ``KEY=`` (no blank, ``=``, ``:``, bracket, quote)."""
+    return _PAIR.fullmatch(f"{key}=") is not None
+
+
+def given_keys(words: Sequence[str]) -> list[str]:
+    """The keys of the ``KEY=VALUE`` words typed so far (none when a word is not a pair)."""
+    matches = [_PAIR.fullmatch(word) for word in words]
+    return [m.group(1) for m in matches if m] if all(matches) else []
+
+
+def repeatable(prop: Any) -> bool:
+    """Whether ``KEY=VALUE`` may be given again for this property (an array collects them)."""
+    return _is_array(prop)
+
+
+def choices(prop: Any) -> list[str]:
+    """The values a property takes when they are few (an enum, a const, a boolean, items of an
+    array of those), as they are typed after ``KEY=``; [] when any text may do."""
+    if _is_array(prop) and isinstance(prop, dict):
+        return choices(prop.get("items"))
+    if not isinstance(prop, dict):
+        return []
+    values = prop.get("enum", [prop["const"]] if "const" in prop else None)
+    if isinstance(values, list):
+        return [v if isinstance(v, str) else json.dumps(v) for v in values]
+    kinds = _types(prop)
+    if kinds and set(kinds) <= {"boolean", "null"}:
+        return [word for kind in ("boolean", "null") if kind in kinds for word in _WORDS[kind]]
+    return []
+
+
+_WORDS = {"boolean": ("true", "false"), "null": ("null",)}
