@@ -34,9 +34,7 @@ def insert(
     replica: str | None = None,
     requested_by: str = "olga",
 ) -> Execution:
-    execution = Execution(
-        skill="peek", args={"x": "é ✓"}, status=status, requested_by=requested_by
-    )
+    execution = Execution(skill="peek", args={"x": "é ✓"}, status=status, requested_by=requested_by)
     with store.tx() as conn:
         store.executions.insert(conn, execution, args_hash="h", replica_id=replica)
     return execution
