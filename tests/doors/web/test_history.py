@@ -7,6 +7,7 @@ from __future__ import annotations
 import html
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -15,13 +16,15 @@ from sqlalchemy import text
 
 from ongrid_skills.doors.web import history
 from tests.support.browser import Console
+from tests.support.waiting import wait_for
 
 ROW_ID = re.compile(r'<a href="/executions/([0-9a-f]{32})">')
 NEXT = re.compile(r'<a rel="next" href="([^"]+)">')
 
 
-def run(console: Console, skill: str, who: str, **args: Any) -> str:
-    response = console.rest("POST", f"/v1/skills/{skill}/execute", who, json={"args": args})
+def run(console: Console, skill: str, who: str, wait: bool = True, **args: Any) -> str:
+    body = {"args": args, "wait": wait}
+    response = console.rest("POST", f"/v1/skills/{skill}/execute", who, json=body)
     assert response.status_code in (200, 202), response.text
     execution_id: str = response.json()["id"]
     return execution_id
@@ -85,6 +88,23 @@ def test_executions_are_filtered_by_skill_status_and_requester(console: Console)
     assert {olgas, oscars} <= set(succeeded)
     assert failed == []
     assert "No execution matches." in nobody
+
+
+def test_only_the_first_running_calls_of_a_page_are_followed_live(
+    console: Console, tmp_path: Path
+) -> None:
+    gate = tmp_path / "gate"
+    running = [run(console, "gated_wait", "olga", gate=str(gate), wait=False) for _ in range(5)]
+    try:
+        with console.logged_in("vera") as client:
+            page = client.get("/executions?skill=gated_wait&status=running").text
+    finally:
+        gate.touch()
+    followed = re.findall(r'data-events="/executions/([0-9a-f]{32})/events"', page)
+    assert listed(page) == list(reversed(running))
+    assert followed == list(reversed(running))[: history.LIVE_ROWS]
+    for execution_id in running:
+        wait_for(lambda i=execution_id: console.manager.get(i).status.final, "the call to end")
 
 
 @pytest.mark.parametrize(

@@ -27,6 +27,9 @@ from ongrid_skills.store.auditverify import Verification
 router = APIRouter()
 
 EXECUTIONS_PAGE = 50
+#: Running calls of a page whose status is followed live (each is an event stream; browsers
+#: open about six connections to one server over HTTP/1.1, and pages need some for themselves).
+LIVE_ROWS = 3
 AUDIT_PAGE = 50
 #: Characters of an audit entry's data shown in the table (its JSON, pretty-printed).
 PAYLOAD_CHARS = 4000
@@ -82,6 +85,7 @@ async def executions(
         statuses=[s.value for s in Status],
         next_cursor=next_cursor,
         paged=bool(cursor),
+        live_rows=LIVE_ROWS,
     )
 
 
