@@ -18,6 +18,7 @@ from ongrid_skills.doors.web import history
 from tests.support.agent import MODEL
 from tests.support.browser import (
     PHONE,
+    SCREENSHOTS,
     Console,
     PageGuard,
     console_server,
@@ -109,6 +110,12 @@ def card(page: Page, approval_id: str) -> Locator:
     return page.locator(f"#approval-{approval_id}")
 
 
+def card_shot(locator: Locator, name: str) -> None:
+    """A PNG of one card (small enough for the docs), animations run to their end."""
+    SCREENSHOTS.mkdir(exist_ok=True)
+    locator.screenshot(path=str(SCREENSHOTS / f"{name}.png"), animations="disabled")
+
+
 def no_reload(page: Page) -> None:
     assert page.evaluate("window.notReloaded === true"), "the page was reloaded"
 
@@ -142,8 +149,15 @@ def test_two_admins_approve_a_dangerous_call_while_the_requester_watches_live(
     expect(mine.locator(".why-not")).to_contain_text("need signers with the admin role")
     screenshot(olga, "inbox-requested")
 
-    # The first admin opens the request's page (the link of the approval webhooks) and signs.
+    # The second admin starts writing a comment in his inbox...
+    live_inbox(bob, console)
+    comment = card(bob, approval_id).get_by_label("Comment (optional)")
+    comment.focus()
+    bob.keyboard.type("Second pair of eyes: fine.")
+
+    # ...while the first opens the request's page (the link of the approval webhooks) and signs.
     ada.goto(f"{console.url}/approvals/{approval_id}")
+    expect(ada.locator('[data-part="approvals-live"]')).to_have_attribute("data-live", "ready")
     theirs = card(ada, approval_id)
     theirs.get_by_label("Comment (optional)").fill("Checked: vol-7 snapshots are in the backup.")
     theirs.get_by_role("button", name="Approve").click()
@@ -155,17 +169,21 @@ def test_two_admins_approve_a_dangerous_call_while_the_requester_watches_live(
     )
     expect(card(ada, approval_id).get_by_role("button", name="Approve")).to_have_count(0)
     screenshot(ada, "approval-signed")
+    card_shot(card(ada, approval_id), "card-signed")
 
     expect(mine.locator(".signature-count")).to_have_text("1 of 2 required (1 missing)")
     expect(mine.locator(".signatures")).to_contain_text(
         "Checked: vol-7 snapshots are in the backup."
     )
 
-    # The second admin signs from the inbox, with the keyboard.
-    live_inbox(bob, console)
+    # His card shows the first signature; what he typed is still there, and he signs with the
+    # keyboard.
+    expect(card(bob, approval_id).locator(".signature-count")).to_have_text(
+        "1 of 2 required (1 missing)"
+    )
     comment = card(bob, approval_id).get_by_label("Comment (optional)")
-    comment.focus()
-    bob.keyboard.type("Second pair of eyes: fine.")
+    expect(comment).to_have_value("Second pair of eyes: fine.")
+    expect(comment).to_be_focused()
     bob.keyboard.press("Tab")
     expect(card(bob, approval_id).get_by_role("button", name="Approve")).to_be_focused()
     bob.keyboard.press("Enter")
@@ -183,6 +201,7 @@ def test_two_admins_approve_a_dangerous_call_while_the_requester_watches_live(
     ).to_have_count(0)
     no_reload(olga)
     screenshot(olga, "inbox-approved")
+    card_shot(decided, "card-approved")
     approval = console.store.approvals.get(approval_id)
     assert approval is not None
     assert [(s.principal, s.decision) for s in approval.signatures] == [
@@ -268,6 +287,7 @@ def test_a_request_from_an_agent_run_shows_the_run_and_leads_to_its_transcript(
     expect(shown.locator(".excerpt li")).to_have_count(2)
     expect(shown.locator(".excerpt")).to_contain_text("Checkout is slow since 10:05. Fix it.")
     screenshot(oscar, "approval-agent")
+    card_shot(shown, "card-agent")
     shown.get_by_role("button", name="Approve").click()
     expect(oscar.get_by_role("status").first).to_have_text("Approved: the call runs now.")
     wait_for(
@@ -282,7 +302,7 @@ def test_a_request_from_an_agent_run_shows_the_run_and_leads_to_its_transcript(
     expect(oscar.locator(".final-answer")).to_have_text(
         "The checkout cache was restarted; latency should recover within a minute."
     )
-    screenshot(oscar, "agent-run", full_page=True)
+    screenshot(oscar, "agent-run")
     oscar.get_by_role("link", name="Agent runs").first.click()
     expect(oscar.locator(f'a[href="/agent/runs/{run_id}"]')).to_be_visible()
     clean(page_guard, oscar)

@@ -44,12 +44,24 @@ export function mount(element) {
 
   const shown = (id) => element.querySelector(`li.card[data-id="${id}"]`);
 
-  const keepTyping = (old, card) => {
-    const typed = old.querySelector("textarea");
-    const fresh = card.querySelector("textarea");
-    if (!typed || !fresh) return;
-    fresh.value = typed.value;
-    if (document.activeElement === typed) fresh.focus();
+  // What was typed into a card's comment, put back once its new version is in the page
+  // (set after the insertion: a node moved in from the template's inert document may not
+  // keep a value given before).
+  const typedIn = (old) => {
+    const typed = old && old.querySelector("textarea");
+    if (!typed) return () => {};
+    const value = typed.value;
+    const focused = document.activeElement === typed;
+    const [start, end] = [typed.selectionStart, typed.selectionEnd];
+    return (card) => {
+      const fresh = card.querySelector("textarea");
+      if (!fresh || !card.isConnected) return;
+      fresh.value = value;
+      if (focused) {
+        fresh.focus();
+        fresh.setSelectionRange(start, end);
+      }
+    };
   };
 
   const recount = () => {
@@ -73,7 +85,7 @@ export function mount(element) {
     const old = shown(id);
     const lists = [...element.querySelectorAll("ol.cards")];
     const list = lists.find((candidate) => holds(candidate, card.dataset.status));
-    if (old) keepTyping(old, card);
+    const restore = typedIn(old);
     if (old && old.parentElement === list) {
       old.replaceWith(card);
     } else {
@@ -85,6 +97,7 @@ export function mount(element) {
       if (list.dataset.new === "first") list.prepend(card);
       else list.append(card);
     }
+    restore(card);
     if (!opening) card.classList.add("changed");
     mountParts(card);
     recount();
