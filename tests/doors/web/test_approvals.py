@@ -141,6 +141,21 @@ def test_the_stream_ends_once_its_session_is_logged_out(
     assert rest[-1] == "end"
 
 
+def test_an_idle_stream_sends_heartbeats(console: Console, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(approvals, "HEARTBEAT_SECONDS", 0.05)
+    with (
+        console.logged_in("vera") as client,
+        client.stream("GET", "/approvals/events", headers=SSE, timeout=30) as response,
+    ):
+        events = read_sse(response, comments=True)
+        for event in events:
+            if event.comment is not None:
+                break
+        else:
+            raise AssertionError("the stream ended without a heartbeat")
+    assert event.comment is not None
+
+
 def test_a_request_that_expires_is_told_to_the_stream_without_waiting_for_the_sweep(
     console: Console, monkeypatch: pytest.MonkeyPatch
 ) -> None:
