@@ -8,6 +8,8 @@ error or CSP violation. Screenshots go to tests/.screenshots/ (docs/ui.md shows 
 from __future__ import annotations
 
 import re
+import signal
+import subprocess
 from collections.abc import Iterator
 from typing import Any
 
@@ -27,23 +29,8 @@ from tests.support.browser import (
     watched_page,
 )
 from tests.support.llm import API_KEY, FakeLLM, Reply, call
-from tests.support.skills import write_persona, write_skill
+from tests.support.skills import EXAMPLE_SKILLS
 from tests.support.waiting import wait_for
-
-#: A dangerous skill with arguments worth reading before signing.
-DROP_SNAPSHOTS = """#!/bin/sh
-cat >/dev/null
-echo 'deleting 3 snapshots' >&2
-echo '{"deleted": ["snap-101", "snap-102", "snap-103"]}'
-"""
-DROP_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "volume": {"type": "string"},
-        "older_than_days": {"type": "integer", "minimum": 1},
-    },
-    "required": ["volume", "older_than_days"],
-}
 
 
 @pytest.fixture(scope="module")
@@ -54,35 +41,30 @@ def fake() -> Iterator[FakeLLM]:
 
 @pytest.fixture(scope="module")
 def console(tmp_path_factory: pytest.TempPathFactory, fake: FakeLLM) -> Iterator[Console]:
-    """The test console, its agent on the scripted LLM, a dual-sign persona and a dangerous
-    skill with arguments (loaded by a reload once the console runs)."""
+    """The test console with the shipped example personas (incident_commander signs dangerous
+    calls with two admins), its agent on the scripted LLM."""
     base = tmp_path_factory.mktemp("console")
-    write_persona(
-        base / "personas",
-        "storage_keeper",
-        "dual-sign-required",
-        description="Keeps the storage tidy; deletes only what two admins signed.",
-        when_to_use="When volumes fill up with old snapshots.",
-    )
-    llm = {
+    overrides = {
+        "persona_dirs": (str(base / "personas"), str(EXAMPLE_SKILLS.parent / "personas")),
         "llm_provider": fake.flavour,
         "llm_base_url": fake.url,
         "llm_model": MODEL,
         "llm_api_key": API_KEY,
         "llm_max_retries": 0,
     }
-    with console_server(base, **llm) as served:
-        write_skill(
-            base / "skills",
-            "drop_snapshots",
-            DROP_SNAPSHOTS,
-            description="Deletes a volume's snapshots older than N days. Irreversible.",
-            category="storage",
-            schema=DROP_SCHEMA,
-            **{"class": "dangerous"},
-        )
-        assert served.rest("POST", "/v1/reload").status_code == 200
+    with console_server(base, **overrides) as served:
         yield served
+
+
+@pytest.fixture
+def sleeper() -> Iterator[subprocess.Popen[bytes]]:
+    """A harmless process for process_signal to stop (as in docs/getting-started.md)."""
+    process = subprocess.Popen(["sleep", "600"])
+    try:
+        yield process
+    finally:
+        process.kill()
+        process.wait(timeout=15)
 
 
 def request(console: Console, skill: str, persona: str, args: Any, who: str = "olga") -> str:
@@ -128,14 +110,17 @@ def clean(guard: PageGuard, *pages: Page) -> None:
 
 
 def test_two_admins_approve_a_dangerous_call_while_the_requester_watches_live(
-    console: Console, browser: Browser, page_guard: PageGuard
+    console: Console,
+    browser: Browser,
+    page_guard: PageGuard,
+    sleeper: subprocess.Popen[bytes],
 ) -> None:
     olga = watching(browser, page_guard, console, "olga")
     ada = watching(browser, page_guard, console, "admin")
     bob = watching(browser, page_guard, console, "admin2")
     live_inbox(olga, console)
-    args = {"volume": "vol-7", "older_than_days": 30}
-    approval_id = request(console, "drop_snapshots", "storage_keeper", args)
+    args = {"pid": sleeper.pid, "signal": "TERM"}
+    approval_id = request(console, "process_signal", "incident_commander", args)
 
     # It arrives in the requester's inbox without a reload; she (an operator) may not sign it.
     mine = card(olga, approval_id)
@@ -143,7 +128,7 @@ def test_two_admins_approve_a_dangerous_call_while_the_requester_watches_live(
     expect(mine.locator(".signature-count")).to_have_text("0 of 2 required (2 missing)")
     expect(mine.locator(".time-left")).to_have_text(re.compile(r"(\d+ h )?\d+ min( \d+ s)? left"))
     expect(mine.locator("pre.args")).to_have_text(
-        '{\n  "volume": "vol-7",\n  "older_than_days": 30\n}'
+        f'{{\n  "pid": {sleeper.pid},\n  "signal": "TERM"\n}}'
     )
     expect(mine.get_by_role("button", name="Approve")).to_have_count(0)
     expect(mine.locator(".why-not")).to_contain_text("need signers with the admin role")
@@ -159,7 +144,7 @@ def test_two_admins_approve_a_dangerous_call_while_the_requester_watches_live(
     ada.goto(f"{console.url}/approvals/{approval_id}")
     expect(ada.locator('[data-part="approvals-live"]')).to_have_attribute("data-live", "ready")
     theirs = card(ada, approval_id)
-    theirs.get_by_label("Comment (optional)").fill("Checked: vol-7 snapshots are in the backup.")
+    theirs.get_by_label("Comment (optional)").fill("Checked: a stray sleep, safe to stop.")
     theirs.get_by_role("button", name="Approve").click()
     expect(ada.get_by_role("status").first).to_have_text(
         "Your signature is recorded; the request waits for more."
@@ -172,9 +157,7 @@ def test_two_admins_approve_a_dangerous_call_while_the_requester_watches_live(
     card_shot(card(ada, approval_id), "card-signed")
 
     expect(mine.locator(".signature-count")).to_have_text("1 of 2 required (1 missing)")
-    expect(mine.locator(".signatures")).to_contain_text(
-        "Checked: vol-7 snapshots are in the backup."
-    )
+    expect(mine.locator(".signatures")).to_contain_text("Checked: a stray sleep, safe to stop.")
 
     # His card shows the first signature; what he typed is still there, and he signs with the
     # keyboard.
@@ -209,7 +192,8 @@ def test_two_admins_approve_a_dangerous_call_while_the_requester_watches_live(
         ("admin2", "approve"),
     ]
     execution = console.manager.get(approval.execution_id)
-    assert execution.result == {"deleted": ["snap-101", "snap-102", "snap-103"]}
+    assert execution.result == {"pid": sleeper.pid, "signal": "TERM", "sent": True, "name": "sleep"}
+    assert sleeper.wait(timeout=15) == -signal.SIGTERM
     clean(page_guard, olga, ada, bob)
 
 
@@ -360,14 +344,14 @@ def test_a_personas_page_shows_what_it_is_offered_and_the_tools_a_model_gets(
 ) -> None:
     login(page, console, "vera")
     page.get_by_role("link", name="Personas").click()
-    page.get_by_role("link", name="storage_keeper").click()
-    expect(page.locator("ul.offered")).to_contain_text("drop_snapshots")
+    page.get_by_role("link", name="incident_commander").click()
+    expect(page.locator("ul.offered")).to_contain_text("process_signal")
     page.get_by_label("Format").select_option("anthropic")
-    page.get_by_label("For the message").fill("old snapshots fill the volume")
+    page.get_by_label("For the message").fill("a runaway process eats the CPU")
     page.get_by_role("button", name="Show").click()
-    expect(page).to_have_url(re.compile(r"format=anthropic&message=old"))
+    expect(page).to_have_url(re.compile(r"format=anthropic&message=a\+runaway"))
     expect(page.locator("pre.tools")).to_contain_text('"input_schema"')
-    expect(page.locator("pre.tools")).to_contain_text('"name": "drop_snapshots"')
+    expect(page.locator("pre.tools")).to_contain_text('"name": "process_signal"')
     screenshot(page, "persona")
 
 
