@@ -535,6 +535,14 @@ def test_cursor_pagination_has_no_duplicates_and_no_gaps(server: Server) -> None
     assert seen == list(reversed(made))
 
 
+def test_executions_are_listed_by_who_asked(server: Server) -> None:
+    olgas = [execute(server, "echo_args", "olga", args={"n": i}).json()["id"] for i in range(2)]
+    execute(server, "echo_args", "oscar", args={"n": 9})
+    body = server.call("GET", "/v1/executions", "vera", params={"requested_by": "olga"}).json()
+    assert [e["id"] for e in body["items"]] == list(reversed(olgas))
+    assert {e["requested_by"] for e in body["items"]} == {"olga"}
+
+
 BAD_LIST_PARAMS: list[dict[str, Any]] = [
     {"cursor": "!!!not-base64!!!"},
     {"cursor": "bnVsbA"},  # base64 of "null"
@@ -543,6 +551,7 @@ BAD_LIST_PARAMS: list[dict[str, Any]] = [
     {"limit": 0},
     {"limit": 501},
     {"limit": "many"},
+    {"requested_by": "x" * 129},
 ]
 
 

@@ -145,11 +145,19 @@ async def list_executions(
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: Annotated[str | None, Query(max_length=300)] = None,
     id_prefix: IdPrefix = None,
+    requested_by: Annotated[
+        str | None, Query(max_length=128, description="Only the calls this principal asked for.")
+    ] = None,
 ) -> Response:
     if status is not None and status not in {s.value for s in Status}:
         raise InvalidRequest(f"unknown status {status!r}")
     items, next_cursor = manager.store.executions.page(
-        skill=skill, status=status, limit=limit, cursor=cursor, id_prefix=id_prefix
+        skill=skill,
+        status=status,
+        limit=limit,
+        cursor=cursor,
+        id_prefix=id_prefix,
+        requested_by=requested_by,
     )
     # Results are spliced in verbatim (Execution.to_json): never re-serialised, so a deep or
     # big result can neither break nor slow this listing.
