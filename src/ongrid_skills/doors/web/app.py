@@ -11,7 +11,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 from starlette.routing import Route
 
-from ongrid_skills.doors.web import errors, live, login, pages, run
+from ongrid_skills.doors.web import errors, execution_page, live, login, pages, run
 from ongrid_skills.doors.web.assets import PREFIX, Assets, favicon, static_file
 from ongrid_skills.doors.web.security import SameOriginGuard, SecurityHeaders
 from ongrid_skills.doors.web.templates import environment
@@ -37,4 +37,5 @@ def build_web_app(settings: Settings) -> FastAPI:
     app.include_router(pages.router)
     app.include_router(live.router)
     app.include_router(run.router)
+    app.include_router(execution_page.router)
     return app

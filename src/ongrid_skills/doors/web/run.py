@@ -73,7 +73,11 @@ class PersonaOffer:
 def persona_offers(registry: Registry, skill: Skill, role: Role) -> list[PersonaOffer]:
     offers = []
     for persona in sorted(registry.personas.values(), key=lambda p: p.name):
-        names = [s.name for s in registry.list(keep=lambda s, p=persona: offered(s, p, role))]
+
+        def keep(skill: Skill, persona: Persona = persona) -> bool:
+            return offered(skill, persona, role)
+
+        names = [s.name for s in registry.list(keep=keep)]
         offers.append(
             PersonaOffer(
                 persona.name,
