@@ -3,6 +3,7 @@
 - ``form_echo`` (safe): a schema with every kind of field the form generates (formats, enum,
   bounds, boolean, arrays, a nested object, JSON-only properties); it answers its args as it
   got them, so a test sees exactly what the form sent.
+- ``failing_check`` (safe): says why on stderr and exits 3.
 - ``stepped_check`` (safe): writes stderr lines and ``progress`` events in three steps, waiting
   for the files ``<gate>`` then ``<gate>.2`` between them: a run a browser watches live, at
   the pace of the test.
@@ -60,12 +61,16 @@ STEPPED_SCHEMA = {
 }
 #: What stepped_check answers, byte for byte (two spaces after the first comma).
 STEPPED_RESULT = '{"disks": "ok",  "network": "ok", "note": "<b>fine</b>"}'
+#: Says why on stderr, then fails with exit status 3.
+FAILING = "#!/bin/sh\ncat >/dev/null\necho 'the disk is <on fire>' >&2\nexit 3\n"
 
 
 def add_run_skills(console: Console) -> None:
-    """Write ``form_echo`` and ``stepped_check`` into the console's skills and reload."""
+    """Write ``form_echo``, ``failing_check`` and ``stepped_check`` into the console's skills
+    and reload."""
     skills = Path(console.settings.external_dirs[-1])
     write_skill(skills, "form_echo", ECHO, schema=FORM_SCHEMA, category="testing")
+    write_skill(skills, "failing_check", FAILING, category="testing")
     write_skill(
         skills,
         "stepped_check",
@@ -77,4 +82,4 @@ def add_run_skills(console: Console) -> None:
     )
     response = console.rest("POST", "/v1/reload")
     assert response.status_code == 200, response.text
-    assert {"form_echo", "stepped_check"} <= set(console.manager.registry.skills)
+    assert {"form_echo", "failing_check", "stepped_check"} <= set(console.manager.registry.skills)
