@@ -151,6 +151,14 @@ def test_the_servers_violations_are_shown_next_to_their_fields(console: Console)
         "a/ratio": ["'x' is not a number"],
     }
     assert 'role="alert"' in response.text
+    # The summary lists them in the order of the form, each linked to its field.
+    assert re.findall(r'<li><a href="#([\w-]+)"><code>([^<]+)</code></a>', response.text) == [
+        ("f0", "/host"),
+        ("f5", "/retries"),
+        ("f6", "/ratio"),
+        ("f9-0", "/ports"),
+        ("f11", "/limits/cpu"),
+    ]
     assert 'value="11"' in response.text  # what was typed stays in the form
     assert len(executions(console, "form_echo")) == before  # typing problems: nothing submitted
 

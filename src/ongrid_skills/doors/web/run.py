@@ -231,6 +231,8 @@ def _form_page(
         values.setdefault(extra_row, [])
     if json_text is None:
         json_text = (form.get("_json") if form is not None else None) or "{}"
+    ids = {f.name: f"f{i}" for i, f in enumerate(walk(fields))}
+    problems = problems or Problems()
     return render(
         request,
         "run.html",
@@ -239,10 +241,11 @@ def _form_page(
         title=f"Run {skill.name}",
         skill=skill,
         fields=fields,
-        ids={f.name: f"f{i}" for i, f in enumerate(walk(fields))},
+        ids=ids,
         values=values,
         rows=_rows(fields, values, extra_row),
-        problems=problems or Problems(),
+        problems=problems,
+        summary=_summary(fields, ids, problems),
         mode=mode,
         json_text=json_text,
         persona=persona,
@@ -251,6 +254,18 @@ def _form_page(
         review=needs_review(skill, session),
         key=key or secrets.token_urlsafe(18),
     )
+
+
+def _summary(
+    fields: list[Field], ids: dict[str, str], problems: Problems
+) -> list[tuple[str | None, str, str]]:
+    """The problems in the order of the form: (the field's id to link to, where, what)."""
+    found: list[tuple[str | None, str, str]] = [(None, "", m) for m in problems.general]
+    places = [(f.pointer, ids[f.name] + ("-0" if f.kind == "array" else "")) for f in walk(fields)]
+    for pointer, target in [*places, ("_json", "args-json")]:
+        for message in problems.by_field.get(pointer, []):
+            found.append((target, pointer, message))
+    return found
 
 
 def _rows(
