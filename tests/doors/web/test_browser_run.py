@@ -60,6 +60,7 @@ def test_a_safe_run_is_watched_live_until_its_result(
     gate.touch()  # the second step appears without a reload
     expect(timeline).to_contain_text("checking the network", timeout=LIVE)
     expect(page.locator(".progress-text")).to_have_text("2 / 3 network checked")
+    screenshot(page, "execution-live")  # docs/img/ui-execution.png is a copy of it
     Path(f"{gate}.2").touch()
     expect(status).to_have_text("succeeded", timeout=LIVE)
     raw = page.locator("#result-raw")

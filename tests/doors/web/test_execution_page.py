@@ -134,6 +134,7 @@ def test_a_running_call_lists_its_events_so_far_and_follows_after_them(
         page = wait_for(listed, "the first step's events on the page")
         assert f'data-events="{stream}?after=3"' in page
         assert '<progress id="progress" max="3" value="1">' in page
+        assert re.search(r"<dt>Started</dt><dd><time datetime=\"[^\"]+Z\">", page)
         gate.touch()
         Path(f"{gate}.2").touch()
         with client.stream("GET", f"{stream}?after=3", headers=SSE, timeout=30) as response:

@@ -88,6 +88,8 @@ class Timeline:
     lines: list[Line]
     last: int = 0
     progress: dict[str, Any] | None = None
+    #: When the ``running`` status came: a running call's row has no start time yet.
+    started: float | None = None
 
     @property
     def cut(self) -> int:
@@ -101,6 +103,8 @@ async def timeline_of(request: Request, execution_id: str) -> Timeline:
     async for seq, event in feeds.execution_events(manager_of(request), execution_id, follow=False):
         timeline.lines.append(line_of(seq, event))
         timeline.last = seq
+        if event.type == "status" and event.data.get("status") == "running":
+            timeline.started = timeline.started or event.ts
         if event.type == "progress":
             total = event.data.get("total")
             timeline.progress = {
