@@ -4,6 +4,7 @@
   bounds, boolean, arrays, a nested object, JSON-only properties); it answers its args as it
   got them, so a test sees exactly what the form sent.
 - ``failing_check`` (safe): says why on stderr and exits 3.
+- ``free_echo`` (safe): a schema that names no property (any args), answered as given.
 - ``stepped_check`` (safe): writes stderr lines and ``progress`` events in three steps, waiting
   for the files ``<gate>`` then ``<gate>.2`` between them: a run a browser watches live, at
   the pace of the test.
@@ -66,11 +67,11 @@ FAILING = "#!/bin/sh\ncat >/dev/null\necho 'the disk is <on fire>' >&2\nexit 3\n
 
 
 def add_run_skills(console: Console) -> None:
-    """Write ``form_echo``, ``failing_check`` and ``stepped_check`` into the console's skills
-    and reload."""
+    """Write the skills above into the console's skills and reload."""
     skills = Path(console.settings.external_dirs[-1])
     write_skill(skills, "form_echo", ECHO, schema=FORM_SCHEMA, category="testing")
     write_skill(skills, "failing_check", FAILING, category="testing")
+    write_skill(skills, "free_echo", ECHO, schema={"type": "object"}, category="testing")
     write_skill(
         skills,
         "stepped_check",

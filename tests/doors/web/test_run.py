@@ -384,3 +384,12 @@ def test_add_a_row_without_javascript_keeps_what_was_typed(console: Console) -> 
     rows = re.findall(r'name="a/tags" type="text" value="([^"]*)"', added.text)
     assert rows == ["x", "", ""]
     assert 'name="a/host" type="text" value="db1"' in added.text
+
+
+def test_a_schema_naming_no_property_is_run_from_the_json_box(console: Console) -> None:
+    with console.logged_in("vera") as client:
+        form = client.get("/skills/free_echo/run").text
+        assert '<input type="hidden" name="_mode" value="json">' in form
+        assert 'name="_json"' in form
+        sent = post_run(client, "free_echo", {"_mode": "json", "_json": '{"any": ["thing"]}'})
+    assert finished(console, sent.headers["location"])["result"] == {"any": ["thing"]}

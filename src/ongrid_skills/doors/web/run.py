@@ -114,7 +114,13 @@ async def run_form(
 ) -> Response:
     skill = manager_of(request).registry.resolve(name)
     check_runnable(skill)
-    return _form_page(request, session, skill, persona=persona or "")
+    # A schema that names no properties takes any: the JSON box is its form.
+    untyped = isinstance(skill.schema, dict) and not isinstance(
+        skill.schema.get("properties"), dict
+    )
+    return _form_page(
+        request, session, skill, mode="json" if untyped else "fields", persona=persona or ""
+    )
 
 
 @router.post("/skills/{name}/run")
