@@ -12,9 +12,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Browser, Page, expect
 
-from tests.support.browser import Console, PageGuard, console_server, login, screenshot
+from tests.support.browser import (
+    PHONE,
+    Console,
+    PageGuard,
+    console_server,
+    login,
+    screenshot,
+    watched_page,
+)
 from tests.support.run_skills import STEPPED_RESULT, add_run_skills
 
 LIVE = 20_000  # ms: how long a live update may take under a loaded machine
@@ -258,3 +266,28 @@ def test_a_running_call_is_cancelled_from_its_page(
     expect(page.locator(".live-status .status")).to_have_text("cancelled", timeout=LIVE)
     expect(page.locator(".outcome")).to_contain_text("cancelled")
     expect(page.get_by_role("button", name="Cancel this call")).to_have_count(0)
+
+
+def test_the_run_form_and_the_execution_page_fit_a_phone_screen(
+    console: Console, browser: Browser, tmp_path: Path
+) -> None:
+    guard = PageGuard()
+    page = watched_page(browser, guard, viewport=PHONE)
+    try:
+        login(page, console, "olga")
+        page.goto(console.url + "/skills/form_echo/run")
+        widths = {"run form": page.evaluate("document.documentElement.scrollWidth")}
+        screenshot(page, "phone-run-form", full_page=True)
+        gate = tmp_path / "gate"
+        gate.touch()
+        Path(f"{gate}.2").touch()
+        page.goto(console.url + "/skills/stepped_check/run")
+        page.get_by_label("gate").fill(str(gate))
+        page.get_by_role("button", name="Run", exact=True).click()
+        expect(page.locator("#result-raw")).to_have_text(STEPPED_RESULT, timeout=LIVE)
+        widths["execution"] = page.evaluate("document.documentElement.scrollWidth")
+        screenshot(page, "phone-execution", full_page=True)
+    finally:
+        page.context.close()
+    assert widths == {"run form": PHONE["width"], "execution": PHONE["width"]}
+    assert not guard.unexpected(), guard.problems
