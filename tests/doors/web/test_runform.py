@@ -85,6 +85,15 @@ def test_what_a_form_cannot_type_well_is_edited_as_json(prop: Any, kind: str) ->
     assert f.kind == kind
 
 
+def test_exclusive_bounds_of_an_integer_are_the_next_integers_in() -> None:
+    prop = {"type": "integer", "exclusiveMinimum": 0, "exclusiveMaximum": 10}
+    [f] = fields_of({"type": "object", "properties": {"n": prop}})
+    assert f.attrs == {"min": "1", "max": "9", "step": "1"}
+    both = {"type": "integer", "minimum": 5, "exclusiveMinimum": 0}
+    [f] = fields_of({"type": "object", "properties": {"n": both}})
+    assert f.attrs["min"] == "5"  # the inclusive bound as written wins
+
+
 def test_objects_nest_one_level_and_deeper_ones_are_json() -> None:
     deep = {"type": "object", "properties": {"inner": {"type": "object", "properties": {}}}}
     [f] = fields_of({"type": "object", "properties": {"outer": deep}})

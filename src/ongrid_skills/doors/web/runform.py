@@ -139,9 +139,16 @@ def _scalar(prop: Any, pointer: str, key: str, required: bool) -> Field | None:
         for bound, attr in (("minimum", "min"), ("maximum", "max")):
             if _is_number(prop.get(bound)):
                 found.attrs[attr] = str(prop[bound])
-        step = prop.get("multipleOf")
+        if kinds == ["integer"]:  # an exclusive bound of an integer is the next integer in
+            for bound, attr, inward in (
+                ("exclusiveMinimum", "min", 1),
+                ("exclusiveMaximum", "max", -1),
+            ):
+                if isinstance(prop.get(bound), int) and not isinstance(prop[bound], bool):
+                    found.attrs.setdefault(attr, str(prop[bound] + inward))
+        multiple = prop.get("multipleOf")
         found.attrs["step"] = (
-            str(step) if _is_number(step) else "1" if kinds[0] == "integer" else "any"
+            str(multiple) if _is_number(multiple) else "1" if kinds[0] == "integer" else "any"
         )
     elif kinds == ["string"]:
         fmt = prop.get("format")
