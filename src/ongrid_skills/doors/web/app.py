@@ -15,11 +15,13 @@ from ongrid_skills.doors.web import (
     agent_runs,
     approvals,
     errors,
+    execution_page,
     history,
     live,
     login,
     pages,
     personas,
+    run,
 )
 from ongrid_skills.doors.web.assets import PREFIX, Assets, favicon, static_file
 from ongrid_skills.doors.web.security import SameOriginGuard, SecurityHeaders
@@ -49,4 +51,6 @@ def build_web_app(settings: Settings) -> FastAPI:
     app.include_router(history.router)
     app.include_router(personas.router)
     app.include_router(agent_runs.router)
+    app.include_router(run.router)
+    app.include_router(execution_page.router)
     return app
