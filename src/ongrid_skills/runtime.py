@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from ongrid_skills.settings import Settings
 from ongrid_skills.skills.discovery import LogSink, default_sink
+from ongrid_skills.skills.packroots import active_pack_roots
 from ongrid_skills.skills.registry import Registry, RegistryHolder, build_registry
 from ongrid_skills.types import Role
 
@@ -46,10 +47,11 @@ def load_registry(
     bundled: bool | None = None,
     settings: Settings | None = None,
     log: LogSink | None = None,
+    pack_roots: Iterable[str] | None = None,
 ) -> Registry:
     """Load skills and personas. An omitted argument falls back to its ``ONGRID_*`` variable
     (``ONGRID_SKILLS_EXTERNAL_DIRS``, ``ONGRID_PERSONAS_DIRS``, ``ONGRID_SKILLS_NATIVE_DIRS``,
-    ``ONGRID_BUNDLED_SKILLS``).
+    ``ONGRID_BUNDLED_SKILLS``); ``pack_roots`` to the active packs of ``ONGRID_DATA_DIR``.
 
     Loader lines go to ``log`` (default: the ``ongrid_skills.loader`` logger at INFO).
     """
@@ -62,6 +64,7 @@ def load_registry(
         config=base.config,
         sink=log,
         default_timeout=base.default_timeout_seconds,
+        pack_roots=active_pack_roots(base.data_dir) if pack_roots is None else pack_roots,
     )
 
 
