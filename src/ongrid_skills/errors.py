@@ -238,6 +238,7 @@ class SkillCollision(Conflict):
     def __init__(self, label: str, collisions: list[tuple[str, str, str]]) -> None:
         listed = "; ".join(f"{kind} {name!r} ({origin})" for kind, name, origin in collisions)
         super().__init__(f"pack {label} collides with what is loaded: {listed}")
+        self.label = label
         self.collisions = collisions
 
     def to_dict(self) -> dict[str, Any]:
