@@ -34,7 +34,6 @@ from ongrid_skills.errors import FetchFailed
 MAX_REDIRECTS = 5
 #: The longest one connect or read may wait for the server.
 STALL_SECONDS = 30.0
-_CHUNK = 64 * 1024
 _USER_AGENT = "ongrid-skills (pack fetch)"
 
 
@@ -151,7 +150,7 @@ def _body(
     if declared is not None and declared.isdigit() and int(declared) > policy.max_bytes:
         raise FetchFailed(f"{shown}: {declared} bytes, over the limit of {policy.max_bytes}")
     seen = 0
-    for chunk in response.iter_raw(_CHUNK):
+    for chunk in response.iter_raw():  # as received: a chunk size would wait to fill it
         seen += len(chunk)
         if seen > policy.max_bytes:
             raise FetchFailed(f"{shown}: over the limit of {policy.max_bytes} bytes")

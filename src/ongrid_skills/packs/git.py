@@ -175,4 +175,4 @@ def clone(source: GitSource, target: Path, *, timeout: float) -> Path:
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+    proc.communicate()  # reaps it and closes its pipe

@@ -256,4 +256,9 @@ def index_build(ctx: click.Context, folder: Path, base_url: str | None) -> None:
         fail(exc)
     body = json.loads(written.read_text())
     versions = sum(len(p["versions"]) for p in body["packs"])
-    click.echo(f"wrote {written} ({len(body['packs'])} packs, {versions} versions)")
+    packs = len(body["packs"])
+    click.echo(f"wrote {written} ({_count(packs, 'pack')}, {_count(versions, 'version')})")
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
