@@ -30,7 +30,7 @@ maps a code to a status itself (each door does, in one place).
     ├── PackKeyError                invalid_key         400     2  (a signing or trusted key)
     │   └── PassphraseRequired      passphrase_required 400     2  (an encrypted private key)
     ├── BadSignature                bad_signature       400     1  (digest mismatch, bad signature)
-    │   └── DigestMismatch          digest_mismatch     400     1  (not the pack an index names)
+    │   └── DigestMismatch          digest_mismatch     502     1  (not the pack an index names)
     ├── UntrustedPack               untrusted_pack      403     3  (remote, not trusted-signed)
     ├── FetchFailed                 fetch_failed        502     1  (a download or a clone)
     └── BundledFileError            (a file of a skill's folder that cannot be served)
