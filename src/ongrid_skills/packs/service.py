@@ -128,7 +128,11 @@ class Packs:
             view = current.to_dict()
         else:  # installed by a data dir whose record is elsewhere: what the link says
             view = {"id": pack_id, "version": version, "description": None, "skills": []}
-        kept = [r for r in rows if r.version != version and r.withdrawn_at is None]
+        kept = [
+            r
+            for r in rows
+            if r.version != version and r.withdrawn_at is None and r.activated_at is not None
+        ]
         previous = max(kept, key=lambda r: r.activated_at or 0.0) if kept else None
         view["previous_version"] = previous.version if previous else None
         view["versions"] = [
@@ -184,4 +188,6 @@ def _state(row: InstalledVersion, active: str, previous: InstalledVersion | None
         return "active"
     if previous is not None and row.version == previous.version:
         return "previous"
-    return "withdrawn" if row.withdrawn_at is not None else "kept"
+    if row.withdrawn_at is not None:
+        return "withdrawn"  # its files go once no call runs on them
+    return "pending"  # placed by a change not committed yet
