@@ -11,9 +11,10 @@
 
 Every change of what is active is one system call on ``.active/``: a new link made beside the
 old one and renamed over it (``switch``), or the link unlinked (``withdraw``); the folder is
-fsynced after, so the change survives a power cut. Versions are placed by renaming a staged
-folder into ``<id>/<version>``. This module moves and removes files only under ``packs/``; it
-must never follow a link while deleting, nor touch a version some link points to.
+fsynced after, so the switch itself is on disk when the change is recorded. Versions are placed
+by renaming a staged folder into ``<id>/<version>``. This module moves and removes files only
+under ``packs/``; it must never follow a link while deleting, nor touch a version some link
+points to.
 """
 
 from __future__ import annotations
