@@ -20,14 +20,19 @@ maps a code to a status itself (each door does, in one place).
     ├── Unauthorized                unauthorized        401     2  (no or bad credentials)
     ├── Forbidden                   forbidden           403     3  (the role does not allow it)
     ├── Conflict                    conflict            409     2  (state forbids it: signed twice…)
+    │   └── SkillCollision          skill_collision     409     2  (a pack takes loaded names)
     ├── TooLarge                    too_large           413     2  (request body over the limit)
     ├── Busy                        busy                429     2  (execution queue full)
     ├── StorageFull                 storage_full        507     1  (the store's disk is full)
     ├── PackError                   invalid_pack        400     2  (.problems: path + message)
-    │   └── UnsafePack              unsafe_pack         400     2  (an archive broke a safety rule)
+    │   ├── UnsafePack              unsafe_pack         400     2  (an archive broke a safety rule)
+    │   └── PackIndexError          invalid_index       502     2  (an unusable index.json)
     ├── PackKeyError                invalid_key         400     2  (a signing or trusted key)
     │   └── PassphraseRequired      passphrase_required 400     2  (an encrypted private key)
     ├── BadSignature                bad_signature       400     1  (digest mismatch, bad signature)
+    │   └── DigestMismatch          digest_mismatch     502     1  (not the pack an index names)
+    ├── UntrustedPack               untrusted_pack      403     3  (remote, not trusted-signed)
+    ├── FetchFailed                 fetch_failed        502     1  (a download or a clone)
     └── BundledFileError            (a file of a skill's folder that cannot be served)
         ├── OutsideSkill            outside_skill      (resolves outside the folder, or hidden)
         ├── BundledFileMissing      file_not_found
@@ -233,6 +238,29 @@ class TooLarge(SkillError):
     code = "too_large"
 
 
+class SkillCollision(Conflict):
+    """A pack would bring skills (or personas) whose names are taken: ``collisions`` lists
+    each as ``(kind, name, where the existing one comes from)``."""
+
+    code = "skill_collision"
+
+    def __init__(self, label: str, collisions: list[tuple[str, str, str]]) -> None:
+        listed = "; ".join(f"{kind} {name!r} ({origin})" for kind, name, origin in collisions)
+        super().__init__(f"pack {label} collides with what is loaded: {listed}")
+        self.label = label
+        self.collisions = collisions
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "message": self.message,
+            "details": [
+                {"kind": kind, "name": name, "existing": origin}
+                for kind, name, origin in self.collisions
+            ],
+        }
+
+
 class Busy(SkillError):
     """Every running slot and every queue place is taken; the caller should retry later."""
 
@@ -299,6 +327,12 @@ class UnsafePack(PackError):
         self.rule = rule
 
 
+class PackIndexError(PackError):
+    """A marketplace index (``index.json``) that cannot be read or is not valid."""
+
+    code = "invalid_index"
+
+
 class PackKeyError(SkillError):
     """A signing key or a trusted-keys file that cannot be used (unreadable, not Ed25519…)."""
 
@@ -315,6 +349,26 @@ class BadSignature(SkillError):
     """A signature that does not verify, or that signs another digest than the pack's."""
 
     code = "bad_signature"
+
+
+class DigestMismatch(BadSignature):
+    """What was downloaded is not the pack an index names: another digest, another signer."""
+
+    code = "digest_mismatch"
+
+
+class UntrustedPack(SkillError):
+    """A pack from a remote source (a URL, a git remote, an upload) that is unsigned or signed
+    by a key the operator does not trust, installed without ``allow_unsigned``."""
+
+    code = "untrusted_pack"
+
+
+class FetchFailed(SkillError):
+    """A pack could not be fetched: an HTTP error, too big, too slow, too many redirects, a
+    scheme that is not allowed, a git clone that failed or timed out."""
+
+    code = "fetch_failed"
 
 
 class BundledFileError(SkillError):

@@ -83,6 +83,14 @@ class Settings:
     trusted_pack_keys: str | None = None
     pack_max_files: int = 10_000
     pack_max_unpacked_bytes: int = 200 * 1024 * 1024
+    # Marketplace indexes (local paths or https:// URLs of index.json files), and how packs are
+    # fetched: the time one download or git clone may take, whether plain http:// is allowed
+    # (off: https only), how long the files of a withdrawn version are kept (None: the longest
+    # timeout of its skills plus a minute).
+    pack_indexes: tuple[str, ...] = ()
+    pack_fetch_timeout_seconds: int = 300
+    pack_allow_http: bool = False
+    pack_keep_seconds: int | None = None
     config: Mapping[str, str] = field(
         default_factory=dict
     )  # skill config keys, e.g. prometheus.url
@@ -250,9 +258,16 @@ _INT_FIELDS = {
     "llm_max_tokens",
     "pack_max_files",
     "pack_max_unpacked_bytes",
+    "pack_fetch_timeout_seconds",
+    "pack_keep_seconds",
 }
-_ZERO_OK = {"execution_queue_size", "llm_max_retries", "prompt_listing_max_chars"}
-_BOOL_FIELDS = {"bundled_skills", "llm_stream"}
+_ZERO_OK = {
+    "execution_queue_size",
+    "llm_max_retries",
+    "prompt_listing_max_chars",
+    "pack_keep_seconds",
+}
+_BOOL_FIELDS = {"bundled_skills", "llm_stream", "pack_allow_http"}
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LLM_PROVIDERS = ("openai", "anthropic")
 _LLM_KEY_FALLBACK = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
@@ -283,6 +298,17 @@ def _coerce(name: str, value: Any) -> Any:
         if relative:
             raise ConfigError(f"{name} entries must be absolute paths, got {relative[0]!r}")
         return roots
+    if name == "pack_indexes":  # paths or URLs: commas or blanks, never ":" (URLs hold colons)
+        if isinstance(value, str):
+            entries = tuple(part for part in re.split(r"[,\s]+", value) if part)
+        elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+            entries = tuple(v.strip() for v in value if v.strip())
+        else:
+            raise ConfigError(f"{name} must be a list of paths or https:// URLs")
+        for entry in entries:
+            if "://" in entry and not entry.lower().startswith(("https://", "http://")):
+                raise ConfigError(f"{name}: {entry!r} is neither a path nor an https:// URL")
+        return entries
     if name in _NET_LIST_FIELDS:
         # Commas or blanks, never ":" (IPv6 addresses hold colons).
         if isinstance(value, str):

@@ -8,6 +8,7 @@ Nothing may mutate a Registry after it is built (its mappings are read-only view
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
@@ -39,6 +40,7 @@ class Registry:
         "_personas",
         "_skills",
         "config",
+        "pack_roots",
         "report",
     )
 
@@ -48,6 +50,7 @@ class Registry:
         personas: Mapping[str, Persona] | None = None,
         report: LoadReport | None = None,
         config: Mapping[str, str] | None = None,
+        pack_roots: tuple[str, ...] = (),
     ) -> None:
         self._skills: Mapping[str, Skill] = MappingProxyType(dict(skills))
         self._names = tuple(sorted(self._skills))
@@ -63,6 +66,8 @@ class Registry:
         self._index: SearchIndex | None = None
         self._json: dict[str, str] = {}
         self.config: Mapping[str, str] = config if config is not None else {}
+        #: The folders of the installed packs this snapshot loaded (skills/packroots.py).
+        self.pack_roots = pack_roots
 
     def __len__(self) -> int:
         return len(self._skills)
@@ -186,13 +191,16 @@ def build_registry(
     sink: LogSink | None = None,
     extra: Iterable[Skill] = (),
     default_timeout: int = DEFAULT_TIMEOUT_SECONDS,
+    pack_roots: Iterable[str] = (),
 ) -> Registry:
     """Load everything into a fresh Registry.
 
     Order (the first of a name wins): ``extra``, the internal catalogue tools and the bundled
     SKILL.md catalogue (``bundled``), ``native_dirs`` (SKILL.md), ``external_dirs``
-    (skill.json), then personas.
+    (skill.json), the installed packs (``pack_roots``: SKILL.md then skill.json under each),
+    then personas (``persona_dirs``, then each pack's ``agents/``).
     """
+    packs = tuple(pack_roots)
     report = LoadReport()
     skills: dict[str, Skill] = {s.name: s for s in extra}
     config = config if config is not None else {}
@@ -212,9 +220,14 @@ def build_registry(
         list(native_dirs), skills, report, sink, config=config, default_timeout=default_timeout
     )
     load_external(list(external_dirs), skills, report, sink, default_timeout=default_timeout)
+    if packs:
+        timeout = default_timeout
+        load_native(list(packs), skills, report, sink, config=config, default_timeout=timeout)
+        load_external(list(packs), skills, report, sink, default_timeout=default_timeout)
     personas: dict[str, Persona] = {DEFAULT_PERSONA.name: DEFAULT_PERSONA}
-    load_personas(list(persona_dirs), personas, report, sink)
-    return Registry(skills, personas, report, config)
+    agents = [os.path.join(root, "agents") for root in packs]
+    load_personas([*persona_dirs, *(a for a in agents if os.path.isdir(a))], personas, report, sink)
+    return Registry(skills, personas, report, config, packs)
 
 
 class RegistryHolder:

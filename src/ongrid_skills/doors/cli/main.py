@@ -26,6 +26,7 @@ from ongrid_skills.doors.cli import completion, output, remote_run
 from ongrid_skills.doors.cli import config_command as cli_config
 from ongrid_skills.doors.cli import mcp as cli_mcp
 from ongrid_skills.doors.cli import pack as cli_pack
+from ongrid_skills.doors.cli import pack_install as cli_pack_install
 from ongrid_skills.doors.cli import server as cli_server
 from ongrid_skills.doors.cli.context import Context
 from ongrid_skills.doors.cli.exits import (
@@ -386,7 +387,7 @@ def new(name: str, lang: str, parent: str) -> None:
 cli_server.register(cli)
 cli_mcp.register(cli)
 cli_agent.register(cli)
-cli_pack.register(cli)
+cli_pack_install.register(cli_pack.register(cli))
 cli_config.register(cli)
 
 
