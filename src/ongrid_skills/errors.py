@@ -1,9 +1,10 @@
 """The one exception tree of ongrid-skills.
 
-Every error carries a stable ``code`` (snake_case). Doors map codes, never classes or messages:
-the CLI to exit codes, REST to HTTP statuses (``doors/rest/errors.py``), MCP and the agent to the
-error envelope. This module owns the tree only: it must never import anything of ours, and never
-maps a code to a status itself (each door does, in one place).
+Every error carries a stable ``code`` (snake_case). Doors map codes, never classes or messages: the
+CLI to exit codes, REST and the web console to HTTP statuses (``doors/statuses.py``), MCP and the
+agent to the error envelope. This module owns the tree only: it must never import anything of
+ours, and never maps a code to a status itself (each door does, in one place; the two HTTP doors
+share one table).
 
 ::
 
@@ -40,14 +41,14 @@ maps a code to a status itself (each door does, in one place).
         ├── BundledFileTooLarge     file_too_large
         └── BinaryFile              binary_file        (not UTF-8 text)
 
-*HTTP* is ``STATUS_BY_CODE`` of the REST door (a code it does not list answers 400; an exception
-that is no SkillError answers 500 ``internal_error``). REST never raises ApprovalRequired: a call
-that needs signatures is answered 202 with its ``pending_approval`` Execution. *exit* is what
-``ongrid-skills`` returns: ``run``, ``list``, ``show``, ``tools`` and ``new`` map the code through
-``ERROR_EXIT`` in ``doors/cli/main.py`` (1 for a code it does not list); the commands that talk to
-a server (``approvals``, ``executions``) map the HTTP status (403 → 3, other 4xx → 2, 5xx → 1),
-which is where the errors only a server raises get theirs; ``mcp`` and ``token`` exit 2 on any
-error, ``chat`` 2 for ``not_found`` and ``invalid_request``, else 1.
+*HTTP* is ``STATUS_BY_CODE`` of the HTTP doors (``doors/statuses.py``; a code it does not list
+answers 400; an exception that is no SkillError answers 500 ``internal_error``). REST never raises
+ApprovalRequired: a call that needs signatures is answered 202 with its ``pending_approval``
+Execution. *exit* is what ``ongrid-skills`` returns: ``run``, ``list``, ``show``, ``tools`` and
+``new`` map the code through ``ERROR_EXIT`` in ``doors/cli/main.py`` (1 for a code it does not
+list); the commands that talk to a server (``approvals``, ``executions``) map the HTTP status (403 →
+3, other 4xx → 2, 5xx → 1), which is where the errors only a server raises get theirs; ``mcp`` and
+``token`` exit 2 on any error, ``chat`` 2 for ``not_found`` and ``invalid_request``, else 1.
 
 A skill's own failure is not raised: it is the ``status`` and ``error`` of its Execution, with one
 of the codes of :data:`EXECUTION_ERROR_CODES`.

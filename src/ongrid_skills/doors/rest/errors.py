@@ -1,8 +1,9 @@
 """Errors → HTTP, in one place: ``{"error": {"code", "message", "details"}}`` with its status.
 
 Routes raise :class:`~ongrid_skills.errors.SkillError` subclasses and never build an error
-response themselves; the status of each code is decided here and nowhere else
-(:data:`STATUS_BY_CODE`; the tree with every code is drawn in :mod:`ongrid_skills.errors`).
+response themselves; the status of each code comes from :data:`STATUS_BY_CODE`
+(:mod:`ongrid_skills.doors.statuses`, shared with the web console; the tree with every code is
+drawn in :mod:`ongrid_skills.errors`).
 """
 
 from __future__ import annotations
@@ -19,38 +20,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ongrid_skills.doors.statuses import STATUS_BY_CODE
 from ongrid_skills.errors import SkillError
 
 LOG = logging.getLogger("ongrid_skills.doors.rest")
 MAX_BODY_BYTES = 1024 * 1024
 
-STATUS_BY_CODE = {
-    "invalid_args": 400,
-    "invalid_request": 400,
-    "invalid_manifest": 400,
-    "unauthorized": 401,
-    "forbidden": 403,
-    "denied": 403,
-    "not_found": 404,
-    "method_not_allowed": 405,
-    "conflict": 409,
-    "too_large": 413,
-    "busy": 429,
-    "storage_full": 507,
-    "invalid_config": 500,
-    "internal_error": 500,
-    # Packs (docs/packs.md): a pack that is refused, a name it would take, a source that failed.
-    "invalid_pack": 400,
-    "unsafe_pack": 400,
-    "invalid_key": 400,
-    "passphrase_required": 400,
-    "bad_signature": 400,
-    "untrusted_pack": 403,
-    "skill_collision": 409,
-    "fetch_failed": 502,
-    "invalid_index": 502,
-    "digest_mismatch": 502,
-}
 CODE_BY_STATUS = {status: code for code, status in STATUS_BY_CODE.items() if status != 500}
 CODE_BY_STATUS.update(
     {400: "invalid_request", 403: "forbidden", 409: "conflict", 500: "internal_error"}
