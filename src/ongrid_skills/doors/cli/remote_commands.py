@@ -72,10 +72,7 @@ def approvals_show(approval_id: str, url: str, token: str | None) -> None:
 @remote_options
 def approvals_approve(approval_id: str, comment: str | None, url: str, token: str | None) -> None:
     """Sign a request (the last signature starts the call)."""
-    remote = Remote(url, token)
-    approval_id = resolve(remote, "approval", approval_id)
-    body = remote.call("POST", f"/v1/approvals/{approval_id}/approve", json={"comment": comment})
-    click.echo(json.dumps(body))
+    _decide("approve", approval_id, comment, url, token)
 
 
 @approvals.command("reject")
@@ -84,9 +81,14 @@ def approvals_approve(approval_id: str, comment: str | None, url: str, token: st
 @remote_options
 def approvals_reject(approval_id: str, comment: str | None, url: str, token: str | None) -> None:
     """Reject a request: it ends, and its call never runs."""
+    _decide("reject", approval_id, comment, url, token)
+
+
+def _decide(verb: str, approval_id: str, comment: str | None, url: str, token: str | None) -> None:
+    """POST ``approve`` or ``reject`` on the request ``approval_id`` names (a prefix resolved)."""
     remote = Remote(url, token)
     approval_id = resolve(remote, "approval", approval_id)
-    body = remote.call("POST", f"/v1/approvals/{approval_id}/reject", json={"comment": comment})
+    body = remote.call("POST", f"/v1/approvals/{approval_id}/{verb}", json={"comment": comment})
     click.echo(json.dumps(body))
 
 
