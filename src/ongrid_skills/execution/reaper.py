@@ -32,6 +32,8 @@ import signal
 import sys
 import time
 
+from ongrid_skills.execution.sentinel import proc_stat
+
 PR_SET_CHILD_SUBREAPER = 36
 _MAX_PASSES = 8  # depth of a detached process tree a single sweep unwinds
 
@@ -85,10 +87,10 @@ class OrphanReaper:
             for pid in _children(self.pid):
                 if pid in self.live or pid in seen:
                     continue
-                info = _stat(pid)
+                info = proc_stat(pid)
                 if info is None:
                     continue
-                sid, start = info
+                _state, _group, sid, start = info
                 if sid == self.own_sid or sid in self.live:
                     continue
                 if sid not in ours and any(start >= began - 1 for began in self.live.values()):
@@ -118,18 +120,6 @@ def _children(pid: int) -> list[int]:
         except OSError:
             continue
     return found
-
-
-def _stat(pid: int) -> tuple[int, float] | None:
-    """(session id, start time in boot ticks) of a process, or None when it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            raw = fh.read()
-    except OSError:
-        return None
-    fields = raw[raw.rfind(b")") + 2 :].split()
-    # fields[0] is the state (field 3 of proc(5)); session is field 6, starttime field 22.
-    return int(fields[3]), float(fields[19])
 
 
 def _reap_soon(pid: int) -> None:
