@@ -25,7 +25,7 @@ from ongrid_skills.doors.cli import args as cli_args
 from ongrid_skills.doors.cli import chat as cli_agent
 from ongrid_skills.doors.cli import mcp as cli_mcp
 from ongrid_skills.doors.cli import pack as cli_pack
-from ongrid_skills.doors.cli import remote_run
+from ongrid_skills.doors.cli import pack_install, remote_run
 from ongrid_skills.doors.cli import server as cli_server
 from ongrid_skills.doors.cli.exits import (
     EXIT_DENIED,
@@ -433,6 +433,7 @@ cli_server.register(cli)
 cli_mcp.register(cli)
 cli_agent.register(cli)
 cli_pack.register(cli)
+pack_install.register(cli_pack.pack)
 
 
 def main(argv: list[str] | None = None) -> Any:

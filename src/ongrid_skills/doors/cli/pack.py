@@ -37,9 +37,6 @@ EXIT_BY_CODE = {
 
 
 def register(cli: click.Group) -> None:
-    from ongrid_skills.doors.cli import pack_install  # noqa: PLC0415 - one group, two modules
-
-    pack_install.register(pack)
     cli.add_command(pack)
 
 
