@@ -242,8 +242,8 @@ async def watch_packs(manager: Manager, settings: Settings) -> None:
 
     home = PackHome(settings.data_dir)
     home.ensure()
-    packs = open_packs(settings, manager.store, lambda: manager.registry)
-    try:  # a change a killed command left half done: committed or undone before serving it
+    try:  # a change a killed command left half done: committed or undone, at start
+        packs = open_packs(settings, manager.store, lambda: manager.registry)
         await asyncio.to_thread(packs.recover, PACKS_RECOVERY_WAIT)
     except Conflict:
         pass  # a pack command holds the lock: it recovers first itself

@@ -3,12 +3,19 @@ the schemes allowed, and the signature fetched beside an archive."""
 
 from __future__ import annotations
 
+import datetime
+import ipaddress
+import ssl
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 from ongrid_skills.errors import FetchFailed
 from ongrid_skills.packs.build import build_archive
@@ -152,3 +159,53 @@ def test_an_archive_url_brings_its_signature_from_beside_it(
     assert candidate.path.read_bytes() == archive.read_bytes()
     assert candidate.signature is not None and candidate.signature.read_bytes() == b"{}"
     assert candidate.name == "ops-1.0.0"
+
+
+def self_signed(folder: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 and its key, made with cryptography (PEM files)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = folder / "cert.pem", folder / "key.pem"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert_file, key_file
+
+
+def test_https_is_verified_against_the_ca_bundle_the_environment_names(
+    tmp_path: Path, server: LoopbackHTTPServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cert, key = self_signed(tmp_path)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    Files.files = {"/x.tar.gz": b"payload"}
+    address = f"https://127.0.0.1:{server.server_address[1]}/x.tar.gz"
+    https_only = FetchPolicy(max_bytes=1000, timeout=10)
+
+    with pytest.raises(FetchFailed, match=r"CERTIFICATE_VERIFY_FAILED|certificate verify failed"):
+        download(address, tmp_path / "refused", https_only)
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    assert download(address, tmp_path / "a", https_only)
+    assert (tmp_path / "a").read_bytes() == b"payload"

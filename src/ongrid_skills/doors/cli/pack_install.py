@@ -32,6 +32,7 @@ T = TypeVar("T")
 
 
 def register(group: click.Group) -> None:
+    """Add these commands to the ``pack`` group (:mod:`ongrid_skills.doors.cli.pack`)."""
     for command in (install, list_cmd, show, remove, rollback, upgrade, search, outdated, index):
         group.add_command(command)
 
