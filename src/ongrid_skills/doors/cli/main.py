@@ -27,6 +27,7 @@ from ongrid_skills.doors.cli import mcp as cli_mcp
 from ongrid_skills.doors.cli import pack as cli_pack
 from ongrid_skills.doors.cli import remote_run
 from ongrid_skills.doors.cli import server as cli_server
+from ongrid_skills.doors.cli import worker as cli_worker
 from ongrid_skills.doors.cli.exits import (
     EXIT_DENIED,
     EXIT_FAILED,
@@ -433,6 +434,7 @@ cli_server.register(cli)
 cli_mcp.register(cli)
 cli_agent.register(cli)
 cli_pack.register(cli)
+cli_worker.register(cli)
 
 
 def main(argv: list[str] | None = None) -> Any:

@@ -1,0 +1,257 @@
+"""The manager's view of the fleet: which hosts are online, and the catalogue merged from them.
+
+:class:`Hosts` is fed the entries of the hosts bucket as they change (:meth:`Hosts.apply`,
+:meth:`Hosts.remove`) and the passing of time (:meth:`Hosts.expire`). A host is online while its
+heartbeats arrive; one that misses them for its TTL (by this manager's monotonic clock, counted
+only while this manager is connected to the bus: see :meth:`Hosts.grace`) or whose entry was
+deleted (a clean stop) is offline, and stays listed as such.
+
+The catalogue (:meth:`Hosts.merge`) is the manager's own skills plus one skill per name that
+online workers announce with ``scope: host``. Its schema gets a required ``host`` argument, an
+enum of the online hosts holding the definition offered. When hosts announce different
+definitions under one name, the definition held by the most online hosts is offered (ties: the
+smallest hash) and every definition is listed in the skill's ``placement`` with its hosts: the
+hosts of another definition are not in the enum, and nothing is silently merged. A name with no
+online host stays listed, unavailable, while a host that had it is known.
+
+The manager's own host-scoped skills are not offered when a fleet is configured: host skills
+run on hosts. A worker skill named like one of the manager's own skills is not offered either
+(the manager's wins) and is reported once in the log.
+
+Merging is redone only when the set of online hosts or a host's skills change, never on a plain
+heartbeat; the merged registry is cached per (local registry, version). This module never
+speaks to the bus and never runs a call.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ongrid_skills.fleet.inventory import Announcement, BadEntry, SkillRecord, parse, parse_skills
+from ongrid_skills.skills.model import HOST_ARG, SCOPE_HOST, Placement, Skill
+from ongrid_skills.skills.registry import Registry
+
+LOG = logging.getLogger("ongrid_skills.fleet")
+#: Offline hosts are forgotten after this long (seconds).
+FORGET_SECONDS = 7 * 24 * 3600
+
+
+@dataclass(slots=True)
+class HostState:
+    """What this manager knows of one host."""
+
+    announcement: Announcement
+    skills: dict[str, SkillRecord]
+    seen: float  # this manager's monotonic clock at its last heartbeat
+    online: bool = True
+    went_offline: float | None = None
+
+    @property
+    def host(self) -> str:
+        return self.announcement.host
+
+    def to_dict(self, running_here: int) -> dict[str, Any]:
+        a = self.announcement
+        return {
+            "host": a.host,
+            "online": self.online,
+            "last_heartbeat": a.heartbeat_at,
+            "labels": a.labels,
+            "version": a.version,
+            "instance": a.instance,
+            "pid": a.pid,
+            "started_at": a.started_at,
+            "ttl_seconds": a.ttl,
+            "skill_count": len(self.skills),
+            "skills": {name: r.definition_hash for name, r in sorted(self.skills.items())},
+            "running_calls": a.running if self.online else 0,
+            "running_calls_here": running_here,
+        }
+
+
+@dataclass
+class Hosts:
+    """The hosts of the fleet as this manager sees them, and the merged catalogue."""
+
+    clock: Callable[[], float]
+    hosts: dict[str, HostState] = field(default_factory=dict)
+    version: int = 0  # bumped whenever the offers change
+    _known: dict[tuple[str, str], SkillRecord] = field(default_factory=dict)
+    _offers: dict[str, Skill] | None = None
+    _merged: tuple[Registry, int, Registry] | None = None
+    _shadowed: set[str] = field(default_factory=set)
+
+    # ---- feeding ---------------------------------------------------------------------------
+    def apply(self, key: str, value: bytes) -> tuple[bool, str | None]:
+        """A host's entry was written: (whether the offers changed, the instance it replaced
+        when the worker restarted under the same host id). A malformed entry is logged."""
+        try:
+            announcement = parse(value, key)
+        except BadEntry as exc:
+            LOG.warning("hosts bucket: entry %r ignored: %s", key[:128], exc)
+            return False, None
+        now = self.clock()
+        state = self.hosts.get(key)
+        if state is not None and state.announcement.skills_digest == announcement.skills_digest:
+            replaced = state.announcement.instance
+            state.announcement = announcement
+            state.seen = now
+            came_back = not state.online
+            state.online, state.went_offline = True, None
+            if came_back:
+                self._changed()
+            return came_back, replaced if replaced != announcement.instance else None
+        try:
+            records = parse_skills(announcement.raw_skills, self._known)
+        except BadEntry as exc:
+            LOG.warning("hosts bucket: entry %r ignored: %s", key[:128], exc)
+            return False, None
+        for record in records:
+            self._known[(record.name, record.definition_hash)] = record
+        announcement.raw_skills = []
+        before = state.announcement.instance if state is not None else None
+        self.hosts[key] = HostState(announcement, {r.name: r for r in records}, now)
+        self._changed()
+        return True, before if before != announcement.instance else None
+
+    def remove(self, key: str) -> bool:
+        """A host's entry was deleted (the worker stopped cleanly): it is offline now."""
+        state = self.hosts.get(key)
+        if state is None or not state.online:
+            return False
+        self._offline(state, self.clock())
+        return True
+
+    def expire(self) -> list[str]:
+        """Hosts whose heartbeat is older than their TTL go offline; return them."""
+        now = self.clock()
+        gone = []
+        for state in self.hosts.values():
+            if state.online and now - state.seen > state.announcement.ttl:
+                self._offline(state, now)
+                gone.append(state.host)
+        for key in [k for k, s in self.hosts.items() if _forgotten(s, now)]:
+            del self.hosts[key]
+            self._changed()
+        return gone
+
+    def grace(self) -> None:
+        """After this manager was cut off from the bus: a host counts from now, not from its
+        last heartbeat heard (heartbeats missed while *we* were away prove nothing)."""
+        now = self.clock()
+        for state in self.hosts.values():
+            if state.online:
+                state.seen = max(state.seen, now)
+
+    def _offline(self, state: HostState, now: float) -> None:
+        state.online, state.went_offline = False, now
+        self._changed()
+
+    def _changed(self) -> None:
+        self.version += 1
+        self._offers = None
+
+    # ---- reading ---------------------------------------------------------------------------
+    def online(self, host: str) -> HostState | None:
+        state = self.hosts.get(host)
+        return state if state is not None and state.online else None
+
+    def offers(self) -> dict[str, Skill]:
+        """One skill per name the hosts announce (see the module docstring)."""
+        if self._offers is None:
+            self._offers = _build_offers(self.hosts)
+        return self._offers
+
+    def merge(self, local: Registry) -> Registry:
+        """``local`` without its host skills, plus the offers; cached until either changes."""
+        cached = self._merged
+        if cached is not None and cached[0] is local and cached[1] == self.version:
+            return cached[2]
+        skills = {n: s for n, s in local.skills.items() if s.scope != SCOPE_HOST}
+        for name, skill in self.offers().items():
+            if name in skills:
+                if name not in self._shadowed:
+                    self._shadowed.add(name)
+                    LOG.warning("host skill %s not offered: the manager has a skill so named", name)
+                continue
+            skills[name] = skill
+        merged = Registry(skills, local.personas, local.report, local.config)
+        self._merged = (local, self.version, merged)
+        return merged
+
+
+def _forgotten(state: HostState, now: float) -> bool:
+    return state.went_offline is not None and now - state.went_offline > FORGET_SECONDS
+
+
+def _build_offers(hosts: dict[str, HostState]) -> dict[str, Skill]:
+    # name → definition hash → ([online hosts], [all hosts])
+    seen: dict[str, dict[str, tuple[list[str], list[str]]]] = {}
+    records: dict[tuple[str, str], SkillRecord] = {}
+    for host in sorted(hosts):
+        state = hosts[host]
+        for record in state.skills.values():
+            key = (record.name, record.definition_hash)
+            records.setdefault(key, record)
+            online, known = seen.setdefault(record.name, {}).setdefault(
+                record.definition_hash, ([], [])
+            )
+            known.append(host)
+            if state.online:
+                online.append(host)
+    offers = {}
+    for name, variants in seen.items():
+        ranked = sorted(variants.items(), key=lambda v: (-len(v[1][0]), -len(v[1][1]), v[0]))
+        offered, (online, known) = ranked[0]
+        placement = Placement(
+            definition_hash=offered,
+            hosts=tuple(online),
+            variants=tuple((digest, tuple(both[1])) for digest, both in ranked),
+        )
+        offers[name] = _skill(records[(name, offered)], placement, known)
+    return offers
+
+
+def _skill(record: SkillRecord, placement: Placement, known: list[str]) -> Skill:
+    available = bool(placement.hosts)
+    reason = None if available else f"no host that has it is online (known: {', '.join(known)})"
+    return Skill(
+        name=record.name,
+        description=record.description,
+        skill_class=record.skill_class,
+        category=record.category,
+        kind=record.kind,
+        source="host",
+        schema=with_host(record.schema, placement.hosts),
+        timeout_seconds=record.timeout_seconds,
+        when_to_use=record.when_to_use,
+        available=available,
+        unavailable_reason=reason,
+        confirmation_required=record.confirmation_required,
+        origin=f"host:{known[0]}",
+        scope=SCOPE_HOST,
+        placement=placement,
+    )
+
+
+def with_host(schema: dict[str, Any], hosts: tuple[str, ...]) -> dict[str, Any]:
+    """The schema plus the required ``host`` argument: one of ``hosts``.
+
+    >>> with_host({"type": "object", "properties": {}}, ("a",))["required"]
+    ['host']
+    """
+    out = dict(schema)
+    properties = dict(out.get("properties") or {})
+    properties[HOST_ARG] = {
+        "type": "string",
+        "enum": list(hosts),
+        "description": "The host this call runs on: one of the online hosts that have the skill.",
+    }
+    out["properties"] = properties
+    required = [r for r in out.get("required") or [] if r != HOST_ARG]
+    out["required"] = [*required, HOST_ARG]
+    out.setdefault("type", "object")
+    return out
