@@ -12,20 +12,24 @@ args; the same text written on two hosts is the same definition.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
 import subprocess
+import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import nats
 import pytest
 
 from ongrid_skills.fleet.signing import manager_key
 from ongrid_skills.settings import Settings
-from tests.support.nats import NatsServer
+from tests.support.nats import NatsServer, running_nats
 from tests.support.processes import CLI
 from tests.support.server import make_settings
 from tests.support.skills import write_skill
@@ -136,6 +140,19 @@ class Fleet:
 @pytest.fixture
 def fleet(tmp_path: Path, nats_server: NatsServer, fleet_prefix: str) -> Iterator[Fleet]:
     """This test's fleet on the session NATS server; its workers are stopped at the end."""
+    with fleet_on(tmp_path, nats_server, fleet_prefix) as group:
+        yield group
+
+
+@pytest.fixture
+def private_fleet(tmp_path: Path, fleet_prefix: str) -> Iterator[Fleet]:
+    """A fleet on a NATS server of this test's own (to restart or kill it)."""
+    with running_nats() as server, fleet_on(tmp_path, server, fleet_prefix) as group:
+        yield group
+
+
+@contextmanager
+def fleet_on(tmp_path: Path, nats_server: NatsServer, fleet_prefix: str) -> Iterator[Fleet]:
     settings = make_settings(
         tmp_path,
         tmp_path / "manager-skills",
@@ -153,3 +170,51 @@ def fleet(tmp_path: Path, nats_server: NatsServer, fleet_prefix: str) -> Iterato
     finally:
         for worker in group.workers:
             worker.stop(signal.SIGKILL)
+
+
+async def _publish(url: str, subject: str, body: bytes, headers: dict[str, str] | None) -> None:
+    nc = await nats.connect(url)
+    try:
+        await nc.jetstream().publish(subject, body, headers=headers)
+    finally:
+        await nc.close()
+
+
+def publish(url: str, subject: str, body: bytes, headers: dict[str, str] | None = None) -> None:
+    """Publish one message into JetStream as any party on the bus could."""
+    asyncio.run(_publish(url, subject, body, headers))
+
+
+class Spy:
+    """Copies of what is published on a subject (core NATS: any party on the bus can read)."""
+
+    def __init__(self, url: str, subject: str) -> None:
+        self.messages: list[tuple[bytes, dict[str, str]]] = []
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._stop: asyncio.Event | None = None
+        self._thread = threading.Thread(target=self._run, args=(url, subject), daemon=True)
+        self._thread.start()
+        assert self._ready.wait(10), "the spy did not subscribe"
+
+    def _run(self, url: str, subject: str) -> None:
+        self._loop.run_until_complete(self._main(url, subject))
+
+    async def _main(self, url: str, subject: str) -> None:
+        self._stop = asyncio.Event()
+        nc = await nats.connect(url)
+
+        async def heard(msg: Any) -> None:
+            self.messages.append((msg.data, dict(msg.headers or {})))
+
+        await nc.subscribe(subject, cb=heard)
+        await nc.flush()
+        self._ready.set()
+        await self._stop.wait()
+        await nc.close()
+
+    def close(self) -> None:
+        if self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(10)
+        self._loop.close()

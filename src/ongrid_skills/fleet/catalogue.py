@@ -12,7 +12,8 @@ enum of the online hosts holding the definition offered. When hosts announce dif
 definitions under one name, the definition held by the most online hosts is offered (ties: the
 smallest hash) and every definition is listed in the skill's ``placement`` with its hosts: the
 hosts of another definition are not in the enum, and nothing is silently merged. A name with no
-online host stays listed, unavailable, while a host that had it is known.
+online host stays listed (its enum empty) while a host that had it is known: a call to an
+offline host fails ``host_offline``.
 
 The manager's own host-scoped skills are not offered when a fleet is configured: host skills
 run on hosts. A worker skill named like one of the manager's own skills is not offered either
@@ -216,8 +217,8 @@ def _build_offers(hosts: dict[str, HostState]) -> dict[str, Skill]:
 
 
 def _skill(record: SkillRecord, placement: Placement, known: list[str]) -> Skill:
-    available = bool(placement.hosts)
-    reason = None if available else f"no host that has it is online (known: {', '.join(known)})"
+    # Available even with no host online (an empty enum): a call naming an offline host then
+    # fails host_offline, which says more than the gate's "unavailable" would.
     return Skill(
         name=record.name,
         description=record.description,
@@ -228,8 +229,6 @@ def _skill(record: SkillRecord, placement: Placement, known: list[str]) -> Skill
         schema=with_host(record.schema, placement.hosts),
         timeout_seconds=record.timeout_seconds,
         when_to_use=record.when_to_use,
-        available=available,
-        unavailable_reason=reason,
         confirmation_required=record.confirmation_required,
         origin=f"host:{known[0]}",
         scope=SCOPE_HOST,
