@@ -83,6 +83,7 @@ class Worker:
     _started_at: float = field(default_factory=time.time)
     _stopping: asyncio.Event = field(default_factory=asyncio.Event)
     _announce_now: asyncio.Event = field(default_factory=asyncio.Event)
+    _refetch: asyncio.Event = field(default_factory=asyncio.Event)
 
     def __post_init__(self) -> None:
         self.names = bus.Names(self.settings.fleet_prefix)
@@ -126,11 +127,17 @@ class Worker:
             while not self._stopping.is_set():
                 # A stop ends the wait for a message at once (an unacknowledged message goes
                 # to the next worker of this host); it never interrupts a message being taken.
+                # After a reconnection the pull request in flight is lost with the old
+                # connection: it is replaced at once, not left to time out.
+                self._refetch.clear()
                 fetch = loop.create_task(psub.fetch(1, timeout=FETCH_SECONDS))
-                await asyncio.wait({fetch, stopping}, return_when=asyncio.FIRST_COMPLETED)
+                refetch = loop.create_task(self._refetch.wait())
+                either = {fetch, stopping, refetch}
+                await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+                refetch.cancel()
                 if not fetch.done():
                     fetch.cancel()
-                    break
+                    continue
                 try:
                     messages = fetch.result()
                 except (TimeoutError, nats.errors.TimeoutError):
@@ -182,6 +189,7 @@ class Worker:
         self._cut_off_at = None
         LOG.warning("worker %s: reconnected to NATS", self.host)
         self._announce_now.set()
+        self._refetch.set()
 
     # ---- inventory -------------------------------------------------------------------------
     def _records(self) -> list[dict[str, Any]]:
