@@ -353,7 +353,7 @@ def _fail(execution: Execution, code: str, message: str) -> None:
 
 
 async def _ack(message: Msg) -> None:
-    """Acknowledge, waiting for the server's word; a failure only means a redelivery, which
-    the ledger refuses."""
+    """Acknowledge (without waiting for the server's word: a lost acknowledgement only means a
+    redelivery, which the ledger refuses)."""
     with contextlib.suppress(Exception):
-        await message.ack_sync(timeout=2.0)
+        await message.ack()
