@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.fleet import TTL, Fleet, WorkerProcess, host_skill
+from tests.support.fleet import TTL, Fleet, host_skill
 from tests.support.processes import alive, read_pid
 from tests.support.server import Server, running_app
 from tests.support.waiting import wait_for

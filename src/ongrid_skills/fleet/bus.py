@@ -24,6 +24,7 @@ import hashlib
 import logging
 import re
 import ssl
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -54,6 +55,9 @@ KEEP_SECONDS = 3600
 #: JetStream's window for de-duplicating a publication retried under the same message id.
 DUPLICATE_WINDOW_SECONDS = 120
 RECONNECT_WAIT_SECONDS = 1
+ERROR_REPEAT_SECONDS = 30.0
+#: Attempts at a manager's first connection before it refuses to start.
+MANAGER_FIRST_ATTEMPTS = 5
 
 
 def host_id_problem(host: str) -> str | None:
@@ -113,7 +117,6 @@ def connect_options(settings: Settings, name: str) -> dict[str, Any]:
     options: dict[str, Any] = {
         "servers": servers,
         "name": name,
-        "max_reconnect_attempts": -1,  # a bus outage is waited out, never given up on
         "reconnect_time_wait": RECONNECT_WAIT_SECONDS,
         "allow_reconnect": True,
     }
@@ -156,15 +159,25 @@ async def connect(
     *,
     disconnected: Callback | None = None,
     reconnected: Callback | None = None,
+    first_attempts: int = -1,
 ) -> Client:
-    """A connection that reconnects forever; the callbacks hear about outages."""
+    """A connection that, once made, reconnects forever (the callbacks hear about outages).
+
+    ``first_attempts`` bounds the attempts at the first connection (a manager refuses to start
+    without its bus; -1: a worker waits for it, as for any later outage)."""
+    last: dict[str, float] = {}
 
     async def error(exc: Exception) -> None:
-        LOG.warning("NATS: %s", exc)
+        # An outage fails a reconnection every second: say each distinct error every 30 s.
+        text, now = str(exc), time.monotonic()
+        if now - last.get(text, -ERROR_REPEAT_SECONDS) >= ERROR_REPEAT_SECONDS:
+            last[text] = now
+            LOG.warning("NATS: %s", text)
 
     options = connect_options(settings, name)
+    options["max_reconnect_attempts"] = first_attempts
     try:
-        return await nats.connect(
+        client = await nats.connect(
             **options,
             error_cb=error,
             disconnected_cb=disconnected,
@@ -173,6 +186,10 @@ async def connect(
     except Exception as exc:  # nats-py raises its own errors, OSError and ssl errors
         shown = ", ".join(_without_password(s) for s in options["servers"])
         raise ConfigError(f"cannot connect to NATS at {shown}: {exc}") from None
+    # Connected: from now on an outage is waited out, however long (nats-py reads its options
+    # at each reconnection).
+    client.options["max_reconnect_attempts"] = -1
+    return client
 
 
 def _without_password(url: str) -> str:

@@ -20,14 +20,16 @@ run on hosts. A worker skill named like one of the manager's own skills is not o
 (the manager's wins) and is reported once in the log.
 
 Merging is redone only when the set of online hosts or a host's skills change, never on a plain
-heartbeat; the merged registry is cached per (local registry, version). This module never
+heartbeat, and then only for the names the changed host holds; the merged registry is cached
+per (local registry, version) and keeps the serialised summaries of the skills that did not
+change. This module never
 speaks to the bus and never runs a call.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,7 +83,9 @@ class Hosts:
     hosts: dict[str, HostState] = field(default_factory=dict)
     version: int = 0  # bumped whenever the offers change
     _known: dict[tuple[str, str], SkillRecord] = field(default_factory=dict)
-    _offers: dict[str, Skill] | None = None
+    _holders: dict[str, set[str]] = field(default_factory=dict)  # skill name → hosts
+    _offers: dict[str, Skill] = field(default_factory=dict)
+    _dirty: set[str] = field(default_factory=set)  # names whose offer must be rebuilt
     _merged: tuple[Registry, int, Registry] | None = None
     _shadowed: set[str] = field(default_factory=set)
 
@@ -103,7 +107,7 @@ class Hosts:
             came_back = not state.online
             state.online, state.went_offline = True, None
             if came_back:
-                self._changed()
+                self._changed(state.skills)
             return came_back, replaced if replaced != announcement.instance else None
         try:
             records = parse_skills(announcement.raw_skills, self._known)
@@ -114,8 +118,13 @@ class Hosts:
             self._known[(record.name, record.definition_hash)] = record
         announcement.raw_skills = []
         before = state.announcement.instance if state is not None else None
-        self.hosts[key] = HostState(announcement, {r.name: r for r in records}, now)
-        self._changed()
+        fresh = HostState(announcement, {r.name: r for r in records}, now)
+        if state is not None:
+            self._unhold(key, state.skills)
+        for name in fresh.skills:
+            self._holders.setdefault(name, set()).add(key)
+        self.hosts[key] = fresh
+        self._changed(fresh.skills, state.skills if state is not None else ())
         return True, before if before != announcement.instance else None
 
     def remove(self, key: str) -> bool:
@@ -135,8 +144,9 @@ class Hosts:
                 self._offline(state, now)
                 gone.append(state.host)
         for key in [k for k, s in self.hosts.items() if _forgotten(s, now)]:
-            del self.hosts[key]
-            self._changed()
+            state = self.hosts.pop(key)
+            self._unhold(key, state.skills)
+            self._changed(state.skills)
         return gone
 
     def grace(self) -> None:
@@ -149,11 +159,22 @@ class Hosts:
 
     def _offline(self, state: HostState, now: float) -> None:
         state.online, state.went_offline = False, now
-        self._changed()
+        self._changed(state.skills)
 
-    def _changed(self) -> None:
+    def _unhold(self, host: str, names: Iterable[str]) -> None:
+        for name in names:
+            holders = self._holders.get(name)
+            if holders is not None:
+                holders.discard(host)
+                if not holders:
+                    del self._holders[name]
+
+    def _changed(self, *names: Iterable[str]) -> None:
+        """The offers of these names must be rebuilt (only these: a host joining a fleet of
+        thousands of skills rebuilds its own few)."""
         self.version += 1
-        self._offers = None
+        for group in names:
+            self._dirty.update(group)
 
     # ---- reading ---------------------------------------------------------------------------
     def online(self, host: str) -> HostState | None:
@@ -162,8 +183,13 @@ class Hosts:
 
     def offers(self) -> dict[str, Skill]:
         """One skill per name the hosts announce (see the module docstring)."""
-        if self._offers is None:
-            self._offers = _build_offers(self.hosts)
+        for name in self._dirty:
+            holders = self._holders.get(name)
+            if holders:
+                self._offers[name] = _offer(name, [self.hosts[h] for h in sorted(holders)])
+            else:
+                self._offers.pop(name, None)
+        self._dirty.clear()
         return self._offers
 
     def merge(self, local: Registry) -> Registry:
@@ -179,7 +205,8 @@ class Hosts:
                     LOG.warning("host skill %s not offered: the manager has a skill so named", name)
                 continue
             skills[name] = skill
-        merged = Registry(skills, local.personas, local.report, local.config)
+        previous = cached[2] if cached is not None else None
+        merged = Registry(skills, local.personas, local.report, local.config, inherit=previous)
         self._merged = (local, self.version, merged)
         return merged
 
@@ -188,32 +215,25 @@ def _forgotten(state: HostState, now: float) -> bool:
     return state.went_offline is not None and now - state.went_offline > FORGET_SECONDS
 
 
-def _build_offers(hosts: dict[str, HostState]) -> dict[str, Skill]:
-    # name → definition hash → ([online hosts], [all hosts])
-    seen: dict[str, dict[str, tuple[list[str], list[str]]]] = {}
-    records: dict[tuple[str, str], SkillRecord] = {}
-    for host in sorted(hosts):
-        state = hosts[host]
-        for record in state.skills.values():
-            key = (record.name, record.definition_hash)
-            records.setdefault(key, record)
-            online, known = seen.setdefault(record.name, {}).setdefault(
-                record.definition_hash, ([], [])
-            )
-            known.append(host)
-            if state.online:
-                online.append(host)
-    offers = {}
-    for name, variants in seen.items():
-        ranked = sorted(variants.items(), key=lambda v: (-len(v[1][0]), -len(v[1][1]), v[0]))
-        offered, (online, known) = ranked[0]
-        placement = Placement(
-            definition_hash=offered,
-            hosts=tuple(online),
-            variants=tuple((digest, tuple(both[1])) for digest, both in ranked),
-        )
-        offers[name] = _skill(records[(name, offered)], placement, known)
-    return offers
+def _offer(name: str, holders: list[HostState]) -> Skill:
+    """The offer of one name from the hosts that announce it (sorted by host id)."""
+    variants: dict[str, tuple[list[str], list[str]]] = {}  # hash → (online, all)
+    records: dict[str, SkillRecord] = {}
+    for state in holders:
+        record = state.skills[name]
+        records.setdefault(record.definition_hash, record)
+        online, known = variants.setdefault(record.definition_hash, ([], []))
+        known.append(state.host)
+        if state.online:
+            online.append(state.host)
+    ranked = sorted(variants.items(), key=lambda v: (-len(v[1][0]), -len(v[1][1]), v[0]))
+    offered, (online, known) = ranked[0]
+    placement = Placement(
+        definition_hash=offered,
+        hosts=tuple(online),
+        variants=tuple((digest, tuple(both[1])) for digest, both in ranked),
+    )
+    return _skill(records[offered], placement, known)
 
 
 def _skill(record: SkillRecord, placement: Placement, known: list[str]) -> Skill:

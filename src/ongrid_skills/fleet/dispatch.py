@@ -112,6 +112,7 @@ class Fleet:
             f"ongrid-skills manager {self.id}",
             disconnected=self._disconnected,
             reconnected=self._reconnected,
+            first_attempts=bus.MANAGER_FIRST_ATTEMPTS,
         )
         self.connected = True
         self._js = self._nc.jetstream()
