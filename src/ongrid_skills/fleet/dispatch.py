@@ -310,6 +310,9 @@ class Fleet:
 
     async def _hand_over(self, call: Call, pending: Pending) -> tuple[dict[str, Any], str | None]:
         seq = await self._publish(call, f"{call.id}:call")
+        if seq is None:  # retried until the expiry: no worker would take it now
+            why = f"the call could not be handed to NATS for host {call.host} before it expired"
+            return _local("failed", "host_offline", why), None
         deadline = call.expires_at + CLOCK_SKEW_SECONDS + TAKE_MARGIN_SECONDS - time.time()
         taken: asyncio.Future[Any] = asyncio.ensure_future(pending.accepted.wait())
         either: set[asyncio.Future[Any]] = {taken, pending.done}

@@ -147,7 +147,10 @@ class Worker:
                     await asyncio.sleep(0.2)
                     continue
                 for message in messages:
-                    await self.take(message)
+                    try:
+                        await self.take(message)
+                    except Exception:  # a bug must not stop the worker: log, go on
+                        LOG.exception("worker %s: a message could not be handled", self.host)
         finally:
             beat.cancel()
             stopping.cancel()
@@ -311,7 +314,10 @@ class Worker:
             execution.finished_at = time.time()
             sender.event(Event("status", {"status": execution.status.value}))
         finally:
-            self.ledger.finish(call.id, execution.status.value)
+            try:
+                self.ledger.finish(call.id, execution.status.value)
+            except Exception:  # the call stays "taken": it is never run again either way
+                LOG.exception("call %s: its end could not be written to the ledger", call.id)
             sender.finish(execution)
             await asyncio.shield(sender.close())
 
