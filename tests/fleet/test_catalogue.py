@@ -201,3 +201,23 @@ def test_definition_hash_ignores_where_the_files_are(tmp_path: Path) -> None:
     b = load(external=[two])[0].get("clean_disk")
     assert a.definition_hash != b.definition_hash  # the manager's own hash knows the paths
     assert definition_hash(a) == definition_hash(b)
+
+
+def test_a_call_to_an_offline_unknown_or_differing_host_is_refused_before_sending(
+    tmp_path: Path, clock: Clock
+) -> None:
+    hosts = Hosts(clock)
+    usual, edited = records(tmp_path), records(tmp_path, body="echo '{\"v\": 2}'")
+    hosts.apply("a", entry("a", usual))
+    hosts.apply("b", entry("b", usual))
+    hosts.apply("c", entry("c", edited))
+    skill = hosts.offers()["clean_disk"]
+    assert hosts.problem(skill, {"host": "a"}) is None
+    differs = hosts.problem(skill, {"host": "c"})
+    assert differs is not None and differs.code == "definition_changed"
+    unknown = hosts.problem(skill, {"host": "z"})
+    assert unknown is not None and unknown.code == "host_offline"
+    hosts.remove("a")
+    offline = hosts.problem(skill, {"host": "a"})
+    assert offline is not None and offline.code == "host_offline"
+    assert "is offline (last heartbeat at" in offline.message

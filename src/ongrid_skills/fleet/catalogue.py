@@ -29,10 +29,12 @@ speaks to the bus and never runs a call.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ongrid_skills.execution.records import ErrorInfo
 from ongrid_skills.fleet.inventory import Announcement, BadEntry, SkillRecord, parse, parse_skills
 from ongrid_skills.skills.model import HOST_ARG, SCOPE_HOST, Placement, Skill
 from ongrid_skills.skills.registry import Registry
@@ -181,6 +183,32 @@ class Hosts:
         state = self.hosts.get(host)
         return state if state is not None and state.online else None
 
+    def problem(self, skill: Skill, args: Any) -> ErrorInfo | None:
+        """Why a call of this host skill cannot go where its args say, or None."""
+        host = args.get(HOST_ARG) if isinstance(args, dict) else None
+        if not isinstance(host, str):
+            return None  # the schema refuses it (host is required)
+        state = self.online(host)
+        if state is None:
+            known = self.hosts.get(host)
+            if known is None:
+                return ErrorInfo("host_offline", f"no online host {host[:128]!r} is known")
+            since = known.announcement.heartbeat_at
+            return ErrorInfo(
+                "host_offline",
+                f"host {host} is offline (last heartbeat at {_iso(since)}): the call was not sent",
+            )
+        record = state.skills.get(skill.name)
+        if record is None:
+            return ErrorInfo("definition_changed", f"host {host} no longer has {skill.name}")
+        if record.definition_hash != skill.definition_hash:
+            return ErrorInfo(
+                "definition_changed",
+                f"{skill.name} on host {host} is not the definition this call was admitted "
+                "with (another definition, or changed since): not sent",
+            )
+        return None
+
     def offers(self) -> dict[str, Skill]:
         """One skill per name the hosts announce (see the module docstring)."""
         for name in self._dirty:
@@ -209,6 +237,10 @@ class Hosts:
         merged = Registry(skills, local.personas, local.report, local.config, inherit=previous)
         self._merged = (local, self.version, merged)
         return merged
+
+
+def _iso(ts: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
 
 
 def _forgotten(state: HostState, now: float) -> bool:

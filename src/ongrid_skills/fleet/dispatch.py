@@ -240,29 +240,7 @@ class Fleet:
 
     def host_problem(self, skill: Skill, args: Any) -> ErrorInfo | None:
         """Why a call of this host skill cannot go where its args say, or None."""
-        host = args.get(HOST_ARG) if isinstance(args, dict) else None
-        if not isinstance(host, str):
-            return None  # the schema refuses it (host is required)
-        state = self.hosts.online(host)
-        if state is None:
-            known = self.hosts.hosts.get(host)
-            if known is None:
-                return ErrorInfo("host_offline", f"no online host {host[:128]!r} is known")
-            since = known.announcement.heartbeat_at
-            return ErrorInfo(
-                "host_offline",
-                f"host {host} is offline (last heartbeat at {_iso(since)}): the call was not sent",
-            )
-        record = state.skills.get(skill.name)
-        if record is None:
-            return ErrorInfo("definition_changed", f"host {host} no longer has {skill.name}")
-        if record.definition_hash != skill.definition_hash:
-            return ErrorInfo(
-                "definition_changed",
-                f"{skill.name} on host {host} is not the definition this call was admitted "
-                "with (another definition, or changed since): not sent",
-            )
-        return None
+        return self.hosts.problem(skill, args)
 
     # ---- calls -----------------------------------------------------------------------------
     async def run(self, skill: Skill, execution: Execution, emit: EventSink) -> None:
@@ -410,7 +388,3 @@ class Fleet:
 def _local(status: str, code: str, message: str) -> dict[str, Any]:
     """An outcome decided by this manager, not reported by the host."""
     return {"status": status, "error": {"code": code, "message": message}, "local": True}
-
-
-def _iso(ts: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
