@@ -51,6 +51,7 @@ class NatsServer:
 
     root: Path
     port: int
+    config: str | None = None  # a nats-server configuration file's text (authorization…)
     proc: subprocess.Popen[bytes] | None = None
     starts: int = field(default=0)
 
@@ -71,6 +72,10 @@ class NatsServer:
             "-sd", str(self.root / "store"),
             "-n", f"ongrid-test-{self.port}",
         ]  # fmt: skip
+        if self.config is not None:
+            path = self.root / "server.conf"
+            path.write_text(self.config)
+            argv += ["-c", str(path)]
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(
                 argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
@@ -107,10 +112,11 @@ class NatsServer:
 
 
 @contextmanager
-def running_nats() -> Iterator[NatsServer]:
-    """A NATS server with JetStream in a temp dir until the block ends (benchmarks use it)."""
+def running_nats(config: str | None = None) -> Iterator[NatsServer]:
+    """A NATS server with JetStream in a temp dir until the block ends (benchmarks use it);
+    ``config``: the text of a configuration file for it (authorization, TLS…)."""
     root = Path(tempfile.mkdtemp(prefix="ongrid-nats-"))
-    server = NatsServer(root, free_port())
+    server = NatsServer(root, free_port(), config)
     try:
         server.start()
         yield server
