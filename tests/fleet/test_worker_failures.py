@@ -14,6 +14,7 @@ import pytest
 
 from tests.support.fleet import TTL, Fleet, host_skill
 from tests.support.processes import alive, read_pid
+from tests.support.proxy import Proxy
 from tests.support.server import Server, running_app
 from tests.support.waiting import wait_for
 
@@ -150,3 +151,23 @@ def test_the_nats_server_restarted_mid_call_runs_it_exactly_once(
         second = start_call(manager, work)
         assert manager.final(second)["status"] == "succeeded"
     assert runs(work) == 2
+
+
+def test_a_worker_cut_off_from_the_bus_stops_the_call_the_manager_recorded_interrupted(
+    fleet: Fleet, skills: Path, manager: Server, work: Path
+) -> None:
+    proxy = Proxy(fleet.nats.port)  # the worker's only way to the bus
+    try:
+        worker = fleet.worker("alpha", skills, ONGRID_NATS_URL=f"nats://127.0.0.1:{proxy.port}")
+        wait_for(lambda: offered(manager), "the skill")
+        execution = start_call(manager, work)
+        child = read_pid(work / "pid")
+        assert child is not None
+        proxy.close()  # the network between the host and the bus is gone
+        done = manager.final(execution, timeout=TTL + 5)
+        assert done["status"] == "interrupted", done
+        worker.wait_line("cut off from the bus longer than the TTL; stopped")
+        wait_for(lambda: not alive(child), "the host to stop the call itself")
+        assert runs(work) == 1
+    finally:
+        proxy.close()

@@ -197,7 +197,7 @@ class Fleet:
             changed, replaced = self.hosts.apply(key, value)
         if replaced is not None:
             self._lost(key, f"host {key} restarted while the call ran", instance=replaced)
-        self._observe()
+        self._observe(key)
         if changed:
             self.on_change()
 
@@ -209,10 +209,11 @@ class Fleet:
                 continue
             gone = self.hosts.expire()
             for host in gone:
-                why = f"host {host} went offline (no heartbeat for {self.ttl:g} s)"
-                self._lost(host, why)
+                state = self.hosts.hosts[host]
+                ttl = state.announcement.ttl
+                self._lost(host, f"host {host} went offline (no heartbeat for {ttl:g} s)")
             if gone:
-                self._observe()
+                self._observe(*gone)
                 self.on_change()
 
     def _lost(self, host: str, why: str, *, instance: str | None = None) -> None:
@@ -225,10 +226,13 @@ class Fleet:
             LOG.warning("call %s interrupted: %s", call.execution.id, why)
             call.done.set_result((_local("interrupted", "interrupted", why), None))
 
-    def _observe(self) -> None:
-        for state in self.hosts.hosts.values():
-            here = sum(1 for c in self.pending.values() if c.host == state.host)
-            self.metrics.host_seen(state.to_dict(here))
+    def _observe(self, *hosts: str) -> None:
+        """Set the metrics of these hosts (a heartbeat touches its own host only)."""
+        for host in hosts:
+            state = self.hosts.hosts.get(host)
+            if state is not None:
+                here = sum(1 for c in self.pending.values() if c.host == host)
+                self.metrics.host_seen(state.to_dict(here))
 
     def hosts_view(self) -> list[dict[str, Any]]:
         """``GET /v1/hosts``: every known host, online first, then by id."""
