@@ -88,6 +88,14 @@ EXECUTION_ERROR_CODES: dict[str, str] = {
     "not_a_file": "read_skill_file: the path is a directory or a special file",
     "file_too_large": "read_skill_file: the file is over the size cap",
     "binary_file": "read_skill_file: the file is not UTF-8 text",
+    "host_offline": "a host skill's call named a host that is offline or unknown, or the host did "
+    "not take the call before it expired; nothing ran",
+    "definition_changed": "the host's definition of the skill is not the one the call was "
+    "admitted (or approved) with; nothing ran",
+    "unknown_skill": "the host has no host skill of that name (any more); nothing ran",
+    "call_expired": "the host received the signed call after its expiry; nothing ran",
+    "call_not_yet_valid": "the host's clock is behind the manager's by more than the allowed "
+    "skew; nothing ran",
 }
 
 

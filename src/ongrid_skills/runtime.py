@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     # load_registry() and must not pay for the store (SQLAlchemy, Alembic), the manager or
     # watchfiles; the functions that need them import them when called.
     from ongrid_skills.execution.runner import Runner
+    from ongrid_skills.fleet.dispatch import Fleet
     from ongrid_skills.manager import Manager
     from ongrid_skills.notify.webhooks import Delivery
     from ongrid_skills.packs.service import Packs
@@ -164,12 +165,15 @@ async def open_manager(
     manager = Manager(settings, own_store, holder, runner=runner, metrics=metrics)
     lock = DataDirLock(settings)
     notifier = None
+    fleet = None
     try:
         if settings.approval_webhooks:  # before recovery: expiries found at start-up are told too
             urls, public = settings.approval_webhooks, settings.public_url
             notifier = WebhookNotifier(urls, public, own_store, delivery=webhook_delivery)
             await notifier.start()
             manager.desk.listeners.append(notifier.notify)
+        if settings.nats_url:  # before recovery: an approved host call found there runs there
+            fleet = await _open_fleet(settings, manager)
         manager.owns_data_dir = lock.acquire()
         if manager.owns_data_dir:
             await manager.recover()
@@ -183,6 +187,8 @@ async def open_manager(
         # Close first: the calls are interrupted and recorded while this process still owns
         # the data dir, so no other process starts recovering them meanwhile.
         await manager.close()
+        if fleet is not None:  # after the manager: the cancels of its host calls went out
+            await fleet.close()
         if notifier is not None:  # after the manager, before the store: last outcomes audited
             await notifier.close()
         lock.release()
@@ -261,6 +267,20 @@ async def watch_packs(manager: Manager, settings: Settings) -> None:
         yield_on_timeout=True,
     ):
         await sync_packs(manager, "packs")
+
+
+async def _open_fleet(settings: Settings, manager: Manager) -> Fleet:
+    """Connect the manager to its edge workers (docs/fleet.md): host skills run there."""
+    from ongrid_skills.execution.records import new_id  # noqa: PLC0415 (see the imports above)
+    from ongrid_skills.fleet.dispatch import Fleet  # noqa: PLC0415
+    from ongrid_skills.fleet.signing import manager_key  # noqa: PLC0415
+
+    key = manager_key(settings)
+    fleet = Fleet(settings, key, manager.replica_id or new_id(), manager.metrics)
+    await fleet.start()
+    manager.attach(fleet)
+    LOG.info("fleet: calls are signed with %s (%s)", key.fingerprint, key.path)
+    return fleet
 
 
 def bootstrap_admin_token(store: Store) -> tuple[str, TokenInfo] | None:

@@ -56,6 +56,23 @@ class Settings:
     # A running call's events are stored in batches, this long after the first of each batch:
     # how late a client of another replica sees them (docs/fleet.md).
     event_flush_ms: int = 500
+    # Edge workers over NATS (docs/fleet.md): the server URL(s), comma-separated; unset, there is
+    # no fleet. The options nats-py takes: a credentials file, an NKey seed file, TLS files.
+    nats_url: str | None = field(default=None, repr=False)  # may hold user:password
+    nats_creds: str | None = None
+    nats_nkey_seed: str | None = None
+    nats_tls_ca: str | None = None
+    nats_tls_cert: str | None = None
+    nats_tls_key: str | None = None
+    # The first token of every subject, stream and bucket of the fleet (several fleets, or a
+    # test per prefix, on one NATS server).
+    fleet_prefix: str = "ongrid"
+    # A worker missing its heartbeat this long is offline, and its running calls interrupted.
+    fleet_ttl_seconds: int = 15
+    # The manager's Ed25519 key signing the calls it dispatches (else $data_dir/fleet.key), and
+    # the worker's file of the managers' public keys it obeys (OpenSSH lines or PEM blocks).
+    fleet_key_file: str | None = None
+    fleet_manager_keys: str | None = None
     toolbag_deferral_threshold: int = 30
     # The agent's system prompt lists instructions skills up to this many characters (the most
     # relevant first); the model finds the others with search_skills. 0: list none.
@@ -251,6 +268,7 @@ _INT_FIELDS = {
     "web_session_max_seconds",
     "replica_lease_ttl_seconds",
     "event_flush_ms",
+    "fleet_ttl_seconds",
     "toolbag_deferral_threshold",
     "prompt_listing_max_chars",
     "llm_max_retries",
@@ -273,6 +291,7 @@ LLM_PROVIDERS = ("openai", "anthropic")
 _LLM_KEY_FALLBACK = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 
 
+_PREFIX_RE = re.compile(r"[A-Za-z0-9_-]{1,32}")
 _NET_LIST_FIELDS = {"builtin_net_allow", "builtin_net_deny", "builtin_http_body_allow"}
 
 
@@ -284,6 +303,11 @@ def _coerce(name: str, value: Any) -> Any:
         for number, url in enumerate(urls, 1):
             _check_http_url(f"{name} entry {number}", url.strip())
         return tuple(url.strip() for url in urls if url.strip())
+    if name == "fleet_prefix":
+        text = str(value).strip()
+        if not _PREFIX_RE.fullmatch(text):
+            raise ConfigError(f"{name} must be letters, digits, _ or - (1-32), got {value!r}")
+        return text
     if name == "public_url":
         url = str(value).strip().rstrip("/")
         if not url:

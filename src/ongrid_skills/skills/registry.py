@@ -51,7 +51,11 @@ class Registry:
         report: LoadReport | None = None,
         config: Mapping[str, str] | None = None,
         pack_roots: tuple[str, ...] = (),
+        *,
+        inherit: Registry | None = None,
     ) -> None:
+        """``inherit``: a previous snapshot whose serialised summaries are kept for the skills
+        that are the very same objects here (the fleet rebuilds its merged view often)."""
         self._skills: Mapping[str, Skill] = MappingProxyType(dict(skills))
         self._names = tuple(sorted(self._skills))
         aliases: dict[str, str] = {}
@@ -65,6 +69,11 @@ class Registry:
         self.report = report or LoadReport()
         self._index: SearchIndex | None = None
         self._json: dict[str, str] = {}
+        if inherit is not None:
+            before = inherit._skills
+            for name, text in inherit._json.items():
+                if before.get(name) is self._skills.get(name):
+                    self._json[name] = text
         self.config: Mapping[str, str] = config if config is not None else {}
         #: The folders of the installed packs this snapshot loaded (skills/packroots.py).
         self.pack_roots = pack_roots

@@ -58,6 +58,7 @@ def test_list_json_prints_the_skills_body_sorted_by_name(
         "unavailable_reason",
         "when_to_use",
         "extra",
+        "scope",
     }
     assert body["items"][1]["class"] == "mutating"
     assert body["items"][0]["schema"] == {"type": "object", "properties": {}}

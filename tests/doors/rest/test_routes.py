@@ -37,6 +37,7 @@ SUMMARY_FIELDS = {
     "unavailable_reason",
     "when_to_use",
     "extra",  # what a SKILL.md author declared (license, allowed-tools…), or null
+    "scope",  # manager, or host (run by an edge worker; SPEC §17)
 }
 EXECUTION_FIELDS = {
     "id",
@@ -275,6 +276,7 @@ def test_list_skills_returns_items_and_total_sorted_by_name_with_every_summary_f
         "unavailable_reason": None,
         "when_to_use": None,
         "extra": None,
+        "scope": "manager",
     }
 
 

@@ -28,6 +28,7 @@ from ongrid_skills.doors.cli import mcp as cli_mcp
 from ongrid_skills.doors.cli import pack as cli_pack
 from ongrid_skills.doors.cli import pack_install as cli_pack_install
 from ongrid_skills.doors.cli import server as cli_server
+from ongrid_skills.doors.cli import worker as cli_worker
 from ongrid_skills.doors.cli.context import Context
 from ongrid_skills.doors.cli.exits import (
     EXIT_DENIED,
@@ -389,6 +390,7 @@ cli_mcp.register(cli)
 cli_agent.register(cli)
 cli_pack_install.register(cli_pack.register(cli))
 cli_config.register(cli)
+cli_worker.register(cli)
 
 
 def main(argv: list[str] | None = None) -> Any:
