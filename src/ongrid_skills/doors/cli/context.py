@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 EXIT_USAGE = 2
 #: The commands whose stderr is a server's log: every loader line, INFO logs by default.
-SERVERS = frozenset({"serve", "mcp"})
+SERVERS = frozenset({"serve", "mcp", "worker"})
 #: Libraries that log every request or file event at INFO (httpx: "HTTP Request: GET …",
 #: watchfiles: "N changes detected"); a command shows only warnings from them.
 QUIET_LIBRARIES = ("alembic", "anthropic", "httpx", "httpx2", "mcp", "openai", "watchfiles")
