@@ -55,6 +55,7 @@ LOG = logging.getLogger("ongrid_skills.fleet")
 CONSUMER_INACTIVE_SECONDS = 3600.0
 FIRST_SNAPSHOT_SECONDS = 5.0
 CANCEL_PUBLISH_SECONDS = 2.0
+CLOSE_SECONDS = 5.0  # the longest a stop waits for the bus tasks and the NATS connection
 #: Extra time allowed for a host to take a call, beyond the signed expiry.
 TAKE_MARGIN_SECONDS = 2.0
 
@@ -145,12 +146,12 @@ class Fleet:
         self.closing = True
         for task in self._tasks:
             task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(BaseException):
-                await task
+        # Bounded: a stop must not hang on a bus that stopped answering mid-close.
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=CLOSE_SECONDS)
         if self._nc is not None:
             with contextlib.suppress(Exception):
-                await self._nc.close()
+                await asyncio.wait_for(self._nc.close(), CLOSE_SECONDS)
 
     async def _disconnected(self) -> None:
         self.connected = False
