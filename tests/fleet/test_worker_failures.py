@@ -79,8 +79,8 @@ def test_a_worker_killed_mid_call_makes_it_interrupted_within_the_ttl(
     assert child is not None
     killed = time.monotonic()
     worker.stop(signal.SIGKILL)
-    done = manager.final(execution, timeout=TTL + 5)
-    assert time.monotonic() - killed < TTL + 3
+    done = manager.final(execution, timeout=TTL + 15)
+    assert time.monotonic() - killed < TTL + 5  # TTL, plus a loaded machine's lag
     assert done["status"] == "interrupted", done
     assert "went offline" in done["error"]["message"]
     wait_for(lambda: not alive(child), "the call's process to die with its worker")
@@ -95,7 +95,7 @@ def test_a_worker_restarted_mid_call_never_runs_the_call_again(
     execution = start_call(manager, work)
     worker.stop(signal.SIGKILL)
     again = fleet.worker("alpha", skills)  # the same host id and state dir, a new instance
-    done = manager.final(execution, timeout=TTL + 5)
+    done = manager.final(execution, timeout=TTL + 15)
     assert done["status"] == "interrupted", done
     assert "restarted" in done["error"]["message"] or "offline" in done["error"]["message"]
     again.wait_line("was running when this worker stopped: not run again")
@@ -116,7 +116,7 @@ def test_late_events_of_a_frozen_worker_are_ignored(
     execution = start_call(manager, work)
     worker.proc.send_signal(signal.SIGSTOP)  # cut off: no heartbeat, the call goes on
     try:
-        done = manager.final(execution, timeout=TTL + 5)
+        done = manager.final(execution, timeout=TTL + 15)
     finally:
         worker.proc.send_signal(signal.SIGCONT)
     assert done["status"] == "interrupted", done
@@ -164,7 +164,7 @@ def test_a_worker_cut_off_from_the_bus_stops_the_call_the_manager_recorded_inter
         child = read_pid(work / "pid")
         assert child is not None
         proxy.close()  # the network between the host and the bus is gone
-        done = manager.final(execution, timeout=TTL + 5)
+        done = manager.final(execution, timeout=TTL + 15)
         assert done["status"] == "interrupted", done
         worker.wait_line("cut off from the bus longer than the TTL; stopped")
         wait_for(lambda: not alive(child), "the host to stop the call itself")
