@@ -8,7 +8,11 @@ that silently drops packets, where no connection is refused or reset. Skipped wi
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import secrets
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,10 +20,12 @@ from typing import Any
 
 import pytest
 
+from tests.support import netns
 from tests.support.fleet import TTL, Spy, host_skill
-from tests.support.netns import NetnsFleet, ip_binary
+from tests.support.netns import NetnsFleet, ip, ip_binary, network, reap_stale, require_netns
 from tests.support.processes import read_pid
 from tests.support.server import Server, running_app
+from tests.support.unprivileged import run_unprivileged
 from tests.support.waiting import wait_for
 
 
@@ -54,7 +60,7 @@ def test_a_call_routed_to_each_host_runs_in_that_hosts_network_namespace(
     netns_fleet: NetnsFleet, tmp_path: Path, manager: Server
 ) -> None:
     skills = tmp_path / "worker-skills"
-    host_skill(skills, "where_am_i", f"printf '{{\"addrs\": %s}}' \"$({ip_binary()} -j -4 addr)\"")
+    host_skill(skills, "where_am_i", f'printf \'{{"addrs": %s}}\' "$({ip_binary()} -j -4 addr)"')
     ns = netns_fleet.network.namespaces
     netns_fleet.worker(0, "alpha", skills)
     netns_fleet.worker(1, "beta", skills)
@@ -65,9 +71,7 @@ def test_a_call_routed_to_each_host_runs_in_that_hosts_network_namespace(
         seen = {a["local"] for link in done["result"]["addrs"] for a in link["addr_info"]}
         assert seen == {"127.0.0.1", where.address}  # that host's network, nobody else's
     # Each worker's connection reached the server from its namespace's address, over its link.
-    came_from = {
-        c.get("name"): c["ip"] for c in netns_fleet.nats.connections() if c.get("name")
-    }
+    came_from = {c.get("name"): c["ip"] for c in netns_fleet.nats.connections() if c.get("name")}
     assert came_from["ongrid-skills worker alpha"] == ns[0].address
     assert came_from["ongrid-skills worker beta"] == ns[1].address
 
@@ -108,18 +112,15 @@ def test_a_host_whose_link_is_cut_mid_call_is_interrupted_and_never_runs_it_agai
         link.mend()
         (work / "go").touch()  # the call ends on alpha; its outcome crosses the mended link
 
-        def late_outcome() -> dict[str, Any] | None:
+        def late_outcome() -> str | None:
             for data, headers in list(spy.messages):
                 message = json.loads(data)
-                if headers.get("Nats-Msg-Id", "").startswith(execution + ":") and (
-                    message["type"] == "outcome"
-                ):
-                    return dict(message["data"])
+                mine = headers.get("Nats-Msg-Id", "").startswith(execution + ":")
+                if mine and message["type"] == "outcome":
+                    return str(message["data"]["status"])
             return None
 
-        assert wait_for(late_outcome, "alpha's late outcome on the bus", 20)["status"] == (
-            "succeeded"
-        )
+        assert wait_for(late_outcome, "alpha's late outcome on the bus", 20) == "succeeded"
         wait_for(lambda: hosts_online(manager)["alpha"], "alpha to be back online")
         # A second call on alpha, read after the late outcome (one stream, read in order).
         (work / "pid").unlink()
@@ -131,3 +132,66 @@ def test_a_host_whose_link_is_cut_mid_call_is_interrupted_and_never_runs_it_agai
     assert after["status"] == "interrupted" and after["result"] is None  # the late one ignored
     assert (work / "runs.log").read_text().splitlines() == ["ran", "ran"]  # once each
     assert alpha.proc.poll() is None
+
+
+# ---- the network itself --------------------------------------------------------------------
+
+
+def namespaces() -> set[str]:
+    return {line.split()[0] for line in ip("netns", "list").splitlines() if line.strip()}
+
+
+def links() -> set[str]:
+    return {link["ifname"] for link in json.loads(ip("-j", "link", "show"))}
+
+
+def test_the_network_is_deleted_when_the_block_ends_after_a_failure_too() -> None:
+    require_netns()
+    with pytest.raises(RuntimeError, match="a test failed"), network(2) as net:
+        made = {ns.name for ns in net.namespaces}
+        pairs = {ns.outside for ns in net.namespaces}
+        assert made <= namespaces() and pairs <= links()
+        raise RuntimeError("a test failed")
+    assert not made & namespaces()
+    assert not pairs & links()
+
+
+def test_what_a_dead_run_left_behind_is_reaped_and_a_live_runs_namespaces_are_kept() -> None:
+    require_netns()
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a run that died: its pid is free
+    tag = secrets.token_hex(3)
+    dead, live = f"ongrid-{gone.pid}-{tag}-0", f"ongrid-{os.getpid()}-{tag}-1"
+    try:
+        for name in (dead, live):
+            ip("netns", "add", name)
+        ip("link", "add", f"og{tag}0o", "type", "veth", "peer", "name", f"og{tag}0i", "netns", dead)
+        reap_stale(older_than=3600)
+        assert {dead, live} <= namespaces()  # too young to tell from a pid reused
+        reap_stale(older_than=0)
+        assert dead not in namespaces() and f"og{tag}0o" not in links()
+        assert live in namespaces()
+    finally:
+        for name in (dead, live):
+            with contextlib.suppress(RuntimeError):
+                ip("netns", "del", name)
+
+
+def test_without_ip_netns_these_tests_skip_saying_why_but_fail_in_ci_as_root(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    as_nobody = run_unprivileged(netns.unavailable.__wrapped__)
+    assert as_nobody is not None and "CAP_NET_ADMIN" in as_nobody
+    monkeypatch.setattr(netns, "ip_binary", lambda: None)
+    assert netns.unavailable.__wrapped__() == "no `ip` command (install iproute2)"
+    monkeypatch.setattr(netns, "unavailable", lambda: as_nobody)
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match=r"network namespaces unavailable: .*CAP_NET"):
+        require_netns()
+    monkeypatch.setenv("CI", "true")
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(pytest.skip.Exception):
+        require_netns()  # CI, but not root: CI's own machines run as root
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    with pytest.raises(pytest.fail.Exception, match=r"required in CI .*CAP_NET_ADMIN"):
+        require_netns()

@@ -3,10 +3,10 @@
 `nats_server` (session-wide) starts one for the whole session; :func:`running_nats` starts a
 private one (a test that restarts or kills its server must not disturb the others). Tests share
 the session server by giving each fleet its own prefix (`fleet_prefix`): subjects, streams and
-the hosts bucket are all named from it. It listens on loopback unless told another address (the
-network-namespace tests bind it to a veth's, :mod:`tests.support.netns`). The binary is Debian's ``nats-server`` (in /usr/sbin;
-``.ci/run`` installs the package). A server that cannot start FAILS the tests that need it,
-never skips them: the edge workers are part of the product.
+the hosts bucket are all named from it. A server listens on loopback unless told another address
+(the network-namespace tests bind theirs to a veth's: :mod:`tests.support.netns`). The binary is
+Debian's ``nats-server`` (in /usr/sbin; ``.ci/run`` installs the package). A server that cannot
+start FAILS the tests that need it, never skips them: the edge workers are part of the product.
 """
 
 from __future__ import annotations

@@ -144,26 +144,28 @@ class Network:
 
 def _used_networks() -> list[ipaddress.IPv4Network]:
     used = [
-        ipaddress.ip_interface(f"{a['local']}/{a['prefixlen']}").network
+        ipaddress.IPv4Interface(f"{a['local']}/{a['prefixlen']}").network
         for link in json.loads(ip("-j", "-4", "addr", "show") or "[]")
         for a in link.get("addr_info", [])
     ]
     for route in json.loads(ip("-j", "-4", "route", "show") or "[]"):
         if route.get("dst", "default") != "default":
-            used.append(ipaddress.ip_network(route["dst"], strict=False))
+            used.append(ipaddress.IPv4Network(route["dst"], strict=False))
     return used
 
 
 def _free_block() -> ipaddress.IPv4Network:
     used = _used_networks()
     for _ in range(100):
-        block = ipaddress.ip_network(f"10.{random.randint(100, 254)}.{random.randint(0, 255)}.0/24")
+        block = ipaddress.IPv4Network(
+            f"10.{random.randint(100, 254)}.{random.randint(0, 255)}.0/24"
+        )
         if not any(block.overlaps(other) for other in used):
             return block
     raise RuntimeError("no free 10.x.y.0/24 for the test network")
 
 
-def _reap_stale() -> None:
+def reap_stale(older_than: float = STALE_SECONDS) -> None:
     """Delete what runs that died left behind (their namespaces, and with them their links)."""
     with contextlib.suppress(OSError):
         for entry in NETNS_DIR.iterdir():
@@ -171,7 +173,7 @@ def _reap_stale() -> None:
             if found is None or alive(int(found[1])):
                 continue
             with contextlib.suppress(OSError):
-                if time.time() - entry.stat().st_mtime < STALE_SECONDS:
+                if time.time() - entry.lstat().st_mtime < older_than:
                     continue
             with contextlib.suppress(RuntimeError):
                 ip("link", "del", f"og{found[2]}{found[3]}o")
@@ -192,7 +194,7 @@ def _delete(ns: Namespace) -> None:
 def network(count: int = 2) -> Iterator[Network]:
     """``count`` namespaces linked to the root namespace, until the block ends."""
     assert 1 <= count <= MAX_NAMESPACES
-    _reap_stale()
+    reap_stale()
     tag = secrets.token_hex(3)
     hosts = list(_free_block().hosts())
     made: list[Namespace] = []
@@ -233,7 +235,8 @@ class NetnsFleet:
 
     def worker(self, n: int, host: str, skills: Path, **env: str) -> WorkerProcess:
         """Start worker ``host`` in namespace ``n`` (it reaches the bus through its link)."""
-        return self.fleet.worker(host, skills, inside=self.network.namespaces[n].command, **env)
+        inside = self.network.namespaces[n].command
+        return self.fleet.worker(host, skills, wait=True, inside=inside, **env)
 
 
 @pytest.fixture
