@@ -183,7 +183,7 @@ def reap_stale(older_than: float = STALE_SECONDS) -> None:
 
 def _delete(ns: Namespace) -> None:
     # Deleting the namespace deletes its veth pair once no process is left in it; deleting the
-    # root side first frees the addresses at once even if one is.
+    # root side first frees its addresses at once, even while a process is left behind.
     with contextlib.suppress(RuntimeError):
         ip("link", "del", ns.outside)
     with contextlib.suppress(RuntimeError):
