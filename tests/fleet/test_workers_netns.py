@@ -181,6 +181,7 @@ def test_what_a_dead_run_left_behind_is_reaped_and_a_live_runs_namespaces_are_ke
 def test_without_ip_netns_these_tests_skip_saying_why_but_fail_in_ci_as_root(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setattr(netns, "ip_binary", lambda: "/usr/sbin/ip")  # even where there is none
     as_nobody = run_unprivileged(netns.unavailable.__wrapped__)
     assert as_nobody is not None and "CAP_NET_ADMIN" in as_nobody
     monkeypatch.setattr(netns, "ip_binary", lambda: None)
