@@ -22,6 +22,7 @@ pytest_plugins = [
     "tests.support.unprivileged",
     "tests.support.nats",
     "tests.support.fleet",
+    "tests.support.netns",
 ]
 
 #: Set for every test: the bundled catalogue stays out (tests count skills and loader lines

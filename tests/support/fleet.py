@@ -18,7 +18,7 @@ import os
 import signal
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,14 +102,23 @@ class Fleet:
         }
 
     def worker(
-        self, host: str, skills: Path, *labels: str, wait: bool = True, **env: str
+        self,
+        host: str,
+        skills: Path,
+        *labels: str,
+        wait: bool = True,
+        inside: Sequence[str] = (),
+        **env: str,
     ) -> WorkerProcess:
-        """Start ``ongrid-skills worker --host-id host`` on ``skills``; wait for its announce."""
+        """Start ``ongrid-skills worker --host-id host`` on ``skills``; wait for its announce.
+
+        ``inside``: the command the worker runs under, which must exec it (its pid is the
+        worker's): ``ip netns exec NS`` (:mod:`tests.support.netns`)."""
         data = self.root / f"worker-{host}"
         data.mkdir(exist_ok=True)
         log = data / "worker.log"
         before = log.read_text(errors="replace").count(ANNOUNCED) if log.exists() else 0
-        argv = [CLI, "worker", "--host-id", host]
+        argv = [*inside, CLI, "worker", "--host-id", host]
         for label in labels:
             argv += ["--label", label]
         environ = self.worker_env(

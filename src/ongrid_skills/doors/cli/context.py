@@ -6,8 +6,8 @@ much a command prints, and which store it uses.
   line the last of ``-q``/``-v`` wins, over ``ONGRID_LOG_LEVEL``/``log_level``.
 - Output: a command that loads skills prints one summary line on stderr (``loaded 12 skills,
   1 error (…)``), in a pipe as on a terminal; the loader lines of SPEC §3 under ``-v`` (or
-  ``ONGRID_LOG_LEVEL=info|debug``), and always for the servers (``serve``, ``mcp``), whose stderr
-  is their log. ``-q`` prints neither.
+  ``ONGRID_LOG_LEVEL=info|debug``), and always for the servers (``serve``, ``mcp``,
+  ``worker``), whose stderr is their log. ``-q`` prints neither.
 - The store: located (absolute data dir, masked database URL, where the setting came from) and
   checked before it is opened; only a command that may create it does (``serve``,
   ``token create --init``, an explicit ``--data-dir``: see :meth:`Context.store_settings`).
