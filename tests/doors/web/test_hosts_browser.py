@@ -12,7 +12,14 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.support.browser import Console, console_server, login, screenshot
+from tests.support.browser import (
+    DESKTOP,
+    PHONE,
+    Console,
+    console_server,
+    login,
+    screenshot,
+)
 from tests.support.fleet import TTL, Fleet, host_skill
 from tests.support.waiting import wait_for
 
@@ -69,6 +76,10 @@ def test_the_hosts_page_follows_a_worker_killed_and_started_again_without_a_relo
     expect(row(page, "alpha")).to_contain_text("rack=r1")
     expect(row(page, "alpha")).to_contain_text(" ago")
     expect(row(page, "alpha")).to_contain_text(" UTC")
+    page.set_viewport_size(PHONE)  # a narrow phone: the rows stack, nothing scrolls sideways
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+    expect(row(page, "alpha")).to_contain_text("online")
+    page.set_viewport_size(DESKTOP)
     screenshot(page, "ui-hosts")
     page.evaluate("window.notReloaded = true")
 
