@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from ongrid_skills.doors.web import hosts
 from ongrid_skills.doors.web.templates import NAV
 from tests.support.browser import Console
+from tests.support.sse import read_sse
+
+SSE = {"accept": "text/event-stream"}
 
 
 @pytest.mark.parametrize("who", ["vera", "olga", "admin"])
@@ -36,14 +40,35 @@ def test_without_a_fleet_a_hosts_page_says_the_same_and_the_rest_route_agrees(
     }
 
 
-def test_the_hosts_pages_and_their_stream_need_a_session(console: Console) -> None:
+def test_the_hosts_pages_send_a_visitor_without_a_session_to_the_login(console: Console) -> None:
     with console.http() as client:
         for path in ("/hosts", "/hosts/web-1"):
             answer = client.get(path)
             assert answer.status_code == 303 and "/login" in answer.headers["location"]
-        assert client.get("/hosts/events").status_code in (303, 401)
 
 
 def test_hosts_is_in_the_navigation_after_executions() -> None:
     sections = [item.section for item in NAV]
     assert sections.index("hosts") == sections.index("executions") + 1
+
+
+def test_the_hosts_stream_sends_the_table_then_ends_once_its_session_is_logged_out(
+    console: Console, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(hosts, "CHECK_SECONDS", 0.05)
+    with console.logged_in("vera") as client:
+        csrf = console.csrf(client, "/hosts")
+        with client.stream("GET", "/hosts/events", headers=SSE, timeout=30) as response:
+            events = read_sse(response)
+            first = next(events)
+            assert first.event == "hosts"
+            assert first.json()["hosts"] == {} and "No host has announced" in first.json()["html"]
+            assert client.post("/logout", data={"csrf": csrf}).status_code == 303
+            rest = [e.event for e in events]
+    assert rest == ["end"]  # an unchanged table is not sent again
+
+
+def test_the_hosts_stream_is_refused_without_a_session(console: Console) -> None:
+    with console.http() as anonymous:
+        refused = anonymous.get("/hosts/events", headers=SSE)
+    assert refused.status_code == 401
