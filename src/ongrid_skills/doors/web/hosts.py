@@ -131,11 +131,13 @@ def host_skills(manager: Manager, host: str) -> list[HostSkill]:
     if state is None:
         return []
     registry = manager.registry
-    return [_host_skill(registry, r.name, r.skill_class.value, r.definition_hash, host)
-            for _name, r in sorted(state.skills.items())]  # fmt: skip
+    return [
+        _host_skill(registry, name, record.skill_class.value, record.definition_hash)
+        for name, record in sorted(state.skills.items())
+    ]
 
 
-def _host_skill(registry: Registry, name: str, cls: str, digest: str, host: str) -> HostSkill:
+def _host_skill(registry: Registry, name: str, cls: str, digest: str) -> HostSkill:
     offered = registry.skills.get(name)
     if offered is None:
         return HostSkill(name, cls, digest, "none", ())
@@ -162,11 +164,11 @@ def offers_of(manager: Manager, skill: Skill) -> list[Offer]:
     fleet = manager.fleet
     if skill.placement is None or fleet is None:
         return []
+    offered = skill.placement.definition_hash
     return [
-        Offer(digest, digest == skill.placement.definition_hash,
-              tuple((h, fleet.hosts.online(h) is not None) for h in hosts))
-        for digest, hosts in skill.placement.variants
-    ]  # fmt: skip
+        Offer(digest, digest == offered, tuple((h, fleet.hosts.online(h) is not None) for h in hs))
+        for digest, hs in skill.placement.variants
+    ]
 
 
 def table_html(env: Environment, hosts: list[dict[str, Any]], now: float) -> str:
@@ -193,8 +195,12 @@ async def _stream(request: Request) -> AsyncIterator[dict[str, Any]]:
             if view != sent:
                 sent, now = view, time.time()
                 online = sum(1 for h in view if h["online"])
-                body = {"html": table_html(env, view, now), "now": now, "online": online,
-                        "hosts": {h["host"]: h["online"] for h in view}}  # fmt: skip
+                body = {
+                    "html": table_html(env, view, now),
+                    "now": now,
+                    "online": online,
+                    "hosts": {h["host"]: h["online"] for h in view},
+                }
                 yield {"event": "hosts", "data": json.dumps(body)}
             changed.clear()
             with contextlib.suppress(TimeoutError):
