@@ -190,6 +190,7 @@ class Manager:
             problem = self.fleet.host_problem(skill, args)
             if problem is not None:  # host_offline, definition_changed: never sent
                 self._refuse(execution, skill, Status.FAILED, problem)
+                self.fleet.refused(args, Status.FAILED.value)
                 return execution
         violations = skill.validate(args)
         if violations:

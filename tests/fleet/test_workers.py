@@ -3,6 +3,7 @@ manager's app on a real store; calls routed to the host they name, and what come
 
 from __future__ import annotations
 
+import signal
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -185,3 +186,37 @@ def test_an_approval_binds_the_host_and_runs_there_once_signed(
     done = manager.final(pending["id"])
     assert done["status"] == "succeeded", done
     assert sorted(p.name for p in marks.iterdir()) == ["B"]
+
+
+def metric(server: Server, line: str) -> float | None:
+    """The value of one series of ``GET /metrics`` (``name{labels}``), or None when absent."""
+    for row in server.call("GET", "/metrics").text.splitlines():
+        if row.startswith(line + " "):
+            return float(row.rsplit(" ", 1)[1])
+    return None
+
+
+def test_metrics_per_host_count_calls_by_status_time_them_and_follow_the_online_state(
+    fleet: Fleet, tmp_path: Path, manager: Server
+) -> None:
+    skills = tmp_path / "metric-skills"
+    host_skill(skills, "say_ok", "echo '{\"ok\": true}'")
+    host_skill(skills, "break_down", "echo 'no' >&2\nexit 3")
+    fleet.worker("alpha", skills)
+    beta = fleet.worker("beta", skills)
+    wait_for(lambda: offered_hosts(manager, "say_ok") == ["alpha", "beta"], "both hosts")
+    for name in ("say_ok", "say_ok", "break_down"):
+        run(manager, name, {"host": "alpha"})
+    assert metric(manager, 'ongrid_host_calls_total{host="alpha",status="succeeded"}') == 2
+    assert metric(manager, 'ongrid_host_calls_total{host="alpha",status="failed"}') == 1
+    assert metric(manager, 'ongrid_host_call_duration_seconds_count{host="alpha"}') == 3
+    assert metric(manager, 'ongrid_host_online{host="beta"}') == 1
+    beta.stop(signal.SIGKILL)  # no clean stop: offline once its heartbeat is missed
+    wait_for(lambda: metric(manager, 'ongrid_host_online{host="beta"}') == 0, "beta offline")
+    refused = run(manager, "say_ok", {"host": "beta"})
+    assert refused["status"] == "failed" and refused["error"]["code"] == "host_offline"
+    assert metric(manager, 'ongrid_host_calls_total{host="beta",status="failed"}') == 1
+    assert metric(manager, 'ongrid_host_call_duration_seconds_count{host="beta"}') is None
+    # A host name no worker ever announced is the caller's text: it gets no series.
+    assert run(manager, "say_ok", {"host": "nowhere"})["error"]["code"] == "host_offline"
+    assert 'host="nowhere"' not in manager.call("GET", "/metrics").text

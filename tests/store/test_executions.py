@@ -83,6 +83,33 @@ def test_a_page_of_one_requesters_calls_keeps_to_them_through_its_cursor(store: 
     assert store.executions.page(requested_by="nobody") == ([], None)
 
 
+def test_a_page_of_one_hosts_calls_holds_the_calls_handed_to_it_not_a_host_argument(
+    store: Store,
+) -> None:
+    def call(host: str | None, sent_to: str | None) -> str:
+        execution = Execution(skill="peek", args={"host": host} if host else {})
+        with store.tx() as conn:
+            store.executions.insert(conn, execution, args_hash="h")
+            if sent_to is not None:
+                events = [
+                    (1, Event("stderr", {"host": "x"})),
+                    (2, Event("dispatched", {"host": sent_to})),
+                ]
+                store.executions.add_events(conn, execution.id, events)
+        return execution.id
+
+    alpha = [call("alpha", "alpha") for _ in range(3)]
+    call("beta", "beta")
+    call("alpha", None)  # refused before it was sent (host_offline): it never ran there
+    call(None, None)
+    first, cursor = store.executions.page(limit=2, host="alpha")
+    second, end = store.executions.page(limit=2, host="alpha", cursor=cursor)
+    assert [e.id for e in first + second] == list(reversed(alpha))
+    assert end is None
+    assert store.executions.page(host="x") == ([], None)  # another event's host field
+    assert store.executions.page(host="alpha' OR '1'='1") == ([], None)
+
+
 def test_of_many_claims_of_one_approved_call_at_once_exactly_one_wins(
     tmp_path: Path, database_url: str | None, key: Path, store: Store
 ) -> None:

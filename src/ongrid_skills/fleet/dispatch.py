@@ -247,6 +247,14 @@ class Fleet:
         """Why a call of this host skill cannot go where its args say, or None."""
         return self.hosts.problem(skill, args)
 
+    def refused(self, args: Any, status: str) -> None:
+        """Count a call refused before it was sent (``host_offline``…) on its host's series,
+        when the host is one this manager knows: the name is the caller's, and a metric label
+        must not take any value a caller types."""
+        host = args.get(HOST_ARG) if isinstance(args, dict) else None
+        if isinstance(host, str) and host in self.hosts.hosts:
+            self.metrics.host_call(host, status, None)
+
     # ---- calls -----------------------------------------------------------------------------
     async def run(self, skill: Skill, execution: Execution, emit: EventSink) -> None:
         """Run one admitted call of a host skill on its host; fill ``execution`` in place."""

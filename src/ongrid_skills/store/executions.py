@@ -16,7 +16,7 @@ import json
 from collections.abc import Sequence
 from typing import Any, cast
 
-from sqlalchemy import Connection, Table, and_, func, or_, select
+from sqlalchemy import Connection, Table, and_, exists, func, or_, select
 
 from ongrid_skills.errors import InvalidRequest
 from ongrid_skills.execution.records import ErrorInfo, Event, Execution, Status
@@ -240,10 +240,12 @@ class ExecutionRepo:
         cursor: str | None = None,
         id_prefix: str | None = None,
         requested_by: str | None = None,
+        host: str | None = None,
     ) -> tuple[list[Execution], str | None]:
         """Newest first; ``cursor`` is the opaque value of the previous page's ``next_cursor``;
         ``id_prefix``: only the executions whose id starts with these hex digits;
-        ``requested_by``: only those this principal asked for."""
+        ``requested_by``: only those this principal asked for; ``host``: only the calls handed
+        to that edge worker (their timeline's ``dispatched`` event names it)."""
         query = select(_EXEC).order_by(_EXEC.c.created_at.desc(), _EXEC.c.id.desc())
         if id_prefix:
             query = query.where(id_starts_with(_EXEC.c.id, id_prefix))
@@ -253,6 +255,16 @@ class ExecutionRepo:
             query = query.where(_EXEC.c.status == status)
         if requested_by:
             query = query.where(_EXEC.c.requested_by == requested_by)
+        if host:
+            # Why the event and not args.host: a local skill may take a "host" argument too (a
+            # port check), and a call refused before it was sent never ran on the host.
+            query = query.where(
+                exists().where(
+                    _EVENTS.c.execution_id == _EXEC.c.id,
+                    _EVENTS.c.type == "dispatched",
+                    _EVENTS.c.data["host"].as_string() == host,
+                )
+            )
         if cursor:
             created, ident = decode_cursor(cursor)
             query = query.where(

@@ -6,8 +6,8 @@ much a command prints, and which store it uses.
   line the last of ``-q``/``-v`` wins, over ``ONGRID_LOG_LEVEL``/``log_level``.
 - Output: a command that loads skills prints one summary line on stderr (``loaded 12 skills,
   1 error (…)``), in a pipe as on a terminal; the loader lines of SPEC §3 under ``-v`` (or
-  ``ONGRID_LOG_LEVEL=info|debug``), and always for the servers (``serve``, ``mcp``,
-  ``worker``), whose stderr is their log. ``-q`` prints neither.
+  ``ONGRID_LOG_LEVEL=info|debug``), and always for the servers (``serve``, ``mcp``, ``worker``),
+  whose stderr is their log. ``-q`` prints neither.
 - The store: located (absolute data dir, masked database URL, where the setting came from) and
   checked before it is opened; only a command that may create it does (``serve``,
   ``token create --init``, an explicit ``--data-dir``: see :meth:`Context.store_settings`).
@@ -37,7 +37,8 @@ if TYPE_CHECKING:
     from ongrid_skills.store import Store
 
 EXIT_USAGE = 2
-#: The commands whose stderr is a server's log: every loader line, INFO logs by default.
+#: The commands whose stderr is a server's log: every loader line, INFO logs by default (a
+#: worker's announcements and refusals are what its operator reads).
 SERVERS = frozenset({"serve", "mcp", "worker"})
 #: Libraries that log every request or file event at INFO (httpx: "HTTP Request: GET …",
 #: watchfiles: "N changes detected"); a command shows only warnings from them.

@@ -148,6 +148,9 @@ async def list_executions(
     requested_by: Annotated[
         str | None, Query(max_length=128, description="Only the calls this principal asked for.")
     ] = None,
+    host: Annotated[
+        str | None, Query(max_length=128, description="Only the calls handed to this edge worker.")
+    ] = None,
 ) -> Response:
     if status is not None and status not in {s.value for s in Status}:
         raise InvalidRequest(f"unknown status {status!r}")
@@ -158,6 +161,7 @@ async def list_executions(
         cursor=cursor,
         id_prefix=id_prefix,
         requested_by=requested_by,
+        host=host,
     )
     # Results are spliced in verbatim (Execution.to_json): never re-serialised, so a deep or
     # big result can neither break nor slow this listing.

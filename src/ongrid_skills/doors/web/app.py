@@ -17,6 +17,7 @@ from ongrid_skills.doors.web import (
     errors,
     execution_page,
     history,
+    hosts,
     live,
     login,
     pages,
@@ -49,6 +50,7 @@ def build_web_app(settings: Settings) -> FastAPI:
     app.include_router(live.router)
     app.include_router(approvals.router)
     app.include_router(history.router)
+    app.include_router(hosts.router)
     app.include_router(personas.router)
     app.include_router(agent_runs.router)
     app.include_router(run.router)

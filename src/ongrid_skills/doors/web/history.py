@@ -41,18 +41,20 @@ class ExecutionFilter:
     skill: str | None
     status: str | None
     requested_by: str | None
+    host: str | None = None
 
     def params(self, cursor: str | None = None) -> dict[str, str]:
         values = {
             "skill": self.skill or "",
             "status": self.status or "",
             "requested_by": self.requested_by or "",
+            "host": self.host or "",
             "cursor": cursor or "",
         }
         return {k: v for k, v in values.items() if v}
 
     def filtered(self) -> bool:
-        return bool(self.skill or self.status or self.requested_by)
+        return bool(self.skill or self.status or self.requested_by or self.host)
 
 
 @router.get("/executions")
@@ -62,16 +64,18 @@ async def executions(
     skill: Text = None,
     status: Annotated[str | None, Query(max_length=30)] = None,
     requested_by: Text = None,
+    host: Text = None,
     cursor: Annotated[str | None, Query(max_length=300)] = None,
 ) -> Response:
     """Newest first, :data:`EXECUTIONS_PAGE` a page; "Next" carries the REST ``next_cursor``."""
     if status and status not in {s.value for s in Status}:
         raise InvalidRequest(f"unknown status {status!r}")
-    wanted = ExecutionFilter(skill or None, status or None, requested_by or None)
+    wanted = ExecutionFilter(skill or None, status or None, requested_by or None, host or None)
     items, next_cursor = manager_of(request).store.executions.page(
         skill=wanted.skill,
         status=wanted.status,
         requested_by=wanted.requested_by,
+        host=wanted.host,
         limit=EXECUTIONS_PAGE,
         cursor=cursor or None,
     )

@@ -18,6 +18,7 @@ from starlette.responses import RedirectResponse, Response
 
 from ongrid_skills.doors.web.catalogue import CatalogueQuery, catalogue_page
 from ongrid_skills.doors.web.forms import CheckedForm
+from ongrid_skills.doors.web.hosts import offers_of
 from ongrid_skills.doors.web.run import run_blocker
 from ongrid_skills.doors.web.sessions import Session, manager_of
 from ongrid_skills.doors.web.templates import render
@@ -76,6 +77,7 @@ async def skill_page(request: Request, name: str, session: Session) -> Response:
         else None,
         executions=executions,
         run_blocker=run_blocker(skill, session),
+        offers=offers_of(manager, skill),
     )
 
 

@@ -38,6 +38,7 @@ NAV: tuple[NavItem, ...] = (
     NavItem("catalogue", "Catalogue", "/skills"),
     NavItem("approvals", "Approvals", "/approvals"),
     NavItem("executions", "Executions", "/executions"),
+    NavItem("hosts", "Hosts", "/hosts"),
     NavItem("audit", "Audit", "/audit"),
     NavItem("personas", "Personas", "/personas"),
     NavItem("agent", "Agent runs", "/agent/runs"),
@@ -58,6 +59,7 @@ def environment(static_url: Callable[[str], str]) -> Environment:
     env.globals["nav"] = NAV
     env.filters["iso"] = iso
     env.filters["when"] = when
+    env.filters["ago"] = ago
     return env
 
 
@@ -66,6 +68,26 @@ def when(ts: float | None) -> str:
     if ts is None:
         return "—"
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def ago(ts: float | None, now: float) -> str:
+    """How long before ``now`` a time was, as people say it: ``12 s ago``, ``3 min ago``.
+
+    >>> ago(100.0, 112.4), ago(0.0, 3 * 3600 + 120), ago(50.0, 40.0)
+    ('12 s ago', '3 h 2 min ago', 'just now')
+    """
+    if ts is None:
+        return "never"
+    seconds = int(now - ts)
+    if seconds <= 0:
+        return "just now"
+    if seconds < 60:
+        return f"{seconds} s ago"
+    if seconds < 3600:
+        return f"{seconds // 60} min ago"
+    if seconds < 86400:
+        return f"{seconds // 3600} h {seconds % 3600 // 60} min ago"
+    return f"{seconds // 86400} d ago"
 
 
 def render(
