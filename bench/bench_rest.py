@@ -91,6 +91,15 @@ class Server:
         self.token = token
 
 
+def first_token(line: str, data: Path) -> str:
+    """The first-start admin token: ``serve`` writes it to ``<data dir>/first-admin-token``
+    when stdout is not a terminal (as here), and prints it at the end of the line otherwise."""
+    path = data / "first-admin-token"
+    if "written to" in line and path.exists():
+        return path.read_text().strip()
+    return line.rsplit(" ", 1)[-1].strip()
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -120,7 +129,7 @@ def serve(skills: Path, data: Path, extra_env: dict[str, str] | None = None) -> 
         for _ in range(2):
             line = proc.stdout.readline()
             if "admin token" in line:
-                token = line.rsplit(" ", 1)[-1].strip()
+                token = first_token(line, data)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:

@@ -944,6 +944,49 @@ def test_a_call_cancelled_by_wait_for_timeout_leaves_nothing_running(
     assert pid_gone(asyncio.run(scenario()))
 
 
+def our_children_in(folder: Path) -> list[int]:
+    """Live children of this process whose cwd is ``folder``."""
+    found = []
+    for name in os.listdir("/proc"):
+        info = proc_stat(int(name)) if name.isdigit() else None
+        if info is None or info[1] != os.getpid() or info[0] == "Z":
+            continue
+        try:
+            if os.readlink(f"/proc/{name}/cwd") == str(folder):
+                found.append(int(name))
+        except OSError:
+            continue
+    return found
+
+
+def test_calls_cancelled_while_others_spawn_them_in_threads_leave_no_child_and_no_fd(
+    root: Path, fast: SubprocessRunner
+) -> None:
+    # With calls in flight, the runner spawns in worker threads: a call cancelled during that
+    # spawn must still have its child killed and reaped, and its pipes closed.
+    spec = script_skill(root, "#!/bin/sh\nexec sleep 30\n", timeout=30)
+    folder = root / "skill"
+    run_call(fast, script_skill(root, "#!/bin/sh\necho '{}'\n", folder="warm"))
+    fds_before = open_fds()
+    zombies_before = zombie_children()
+
+    async def scenario() -> None:
+        calls = [asyncio.ensure_future(fast.run(spec, b"{}")) for _ in range(8)]
+        for delay in (0.0, 0.0005, 0.002, 0.01, 0.05):  # some mid-spawn, some running
+            await asyncio.sleep(delay)
+            calls.append(asyncio.ensure_future(fast.run(spec, b"{}")))
+        await asyncio.sleep(0.001)
+        for call in calls:
+            call.cancel()
+        await asyncio.gather(*calls, return_exceptions=True)
+        await until(lambda: not our_children_in(folder), timeout=5, what="no child left")
+
+    asyncio.run(scenario())
+    assert not our_children_in(folder)
+    wait_for(lambda: open_fds() == fds_before, timeout=5, what="every pipe closed")
+    wait_for(lambda: zombie_children() <= zombies_before, timeout=5, what="no zombie")
+
+
 def test_a_call_cancelled_right_before_its_event_loop_closes_leaks_no_fd_and_no_zombie(
     root: Path, fast: SubprocessRunner
 ) -> None:

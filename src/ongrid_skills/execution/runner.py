@@ -47,7 +47,7 @@ from typing import Protocol
 from ongrid_skills.execution.poller import LoopPoller, Poller, new_poller
 from ongrid_skills.execution.reaper import OrphanReaper
 from ongrid_skills.execution.records import ErrorInfo, Event, EventSink, Status
-from ongrid_skills.execution.spawner import Child, Mode, Spawner, spawner
+from ongrid_skills.execution.spawner import Child, Mode, Spawner, SpawnPool, spawner
 from ongrid_skills.execution.stderr import StderrTimeline
 from ongrid_skills.execution.supervision import SUPPORTED, GroupRecord, supervision
 from ongrid_skills.execution.verdict import RunOutcome, verdict
@@ -112,6 +112,8 @@ class SubprocessRunner:
         self.spawn_mode: Mode = spawn
         self.spawner: Spawner | None = None  # chosen on the first call (may build the helper)
         self._poller: Poller | None = None
+        self.pool = SpawnPool()
+        self.calls = 0  # calls of this runner between spawn and end
 
     def poller(self, loop: asyncio.AbstractEventLoop) -> Poller:
         """The poller of this runner's calls on ``loop``."""
@@ -146,9 +148,14 @@ class SubprocessRunner:
         poller = self.poller(loop)
         started_wall = time.time()
         started = time.monotonic()
+        self.calls += 1
         try:
-            child = spawn.spawn(check.path, spec.cwd, spec.env, payload, poller.fileno())
+            if self.calls == 1:  # alone: spawn right here, the helper adds the fds to the epoll
+                child = spawn.spawn(check.path, spec.cwd, spec.env, payload, poller.fileno())
+            else:  # other calls run: the loop keeps serving them while the kernel spawns
+                child = await self.pool.spawn(spawn, check.path, spec.cwd, spec.env, payload)
         except OSError as exc:
+            self.calls -= 1
             poller.release()
             reason = exc.strerror or str(exc)
             return RunOutcome(
@@ -157,6 +164,7 @@ class SubprocessRunner:
                 started_at=started_wall,
             )
         except BaseException:
+            self.calls -= 1
             poller.release()
             raise
         pid = child.pid
@@ -170,6 +178,7 @@ class SubprocessRunner:
         try:
             await call.done
         except BaseException:
+            self.calls -= 1
             # Cancelled: the group is killed now; once the main process is reaped, sweep what it
             # left (its killed children were re-parented to us and must be reaped, and setsid
             # daemons killed). The call is no longer live for that sweep.
@@ -179,6 +188,7 @@ class SubprocessRunner:
                 sweep = functools.partial(reaper.sweep, pid, self._known_children())
             call.abandon(sweep)
             raise
+        self.calls -= 1
         call.finish()
         orphans = 0
         if reaper is not None:

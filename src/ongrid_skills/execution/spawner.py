@@ -21,12 +21,17 @@ delays the child, which starts on the same core.
   macOS), or ``ONGRID_SPAWN_HELPER=off`` forces it.
 
 Which one a runner uses is decided once per process and mode (:func:`spawner`); why the helper
-is unavailable is logged once at INFO. This module must never run anything but the compiler
-before a call is admitted, nor load a library another user could have written.
+is unavailable is logged once at INFO. :class:`SpawnPool` runs spawns in worker threads, for a
+runner that has other calls in flight: ``posix_spawn`` returns only once the child has exec'd
+(a millisecond on a loaded machine), and the event loop must not stand still meanwhile.
+
+This module must never run anything but the compiler before a call is admitted, nor load a
+library another user could have written.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ctypes
 import functools
@@ -35,11 +40,13 @@ import logging
 import os
 import platform
 import shutil
+import signal
 import stat
 import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
@@ -167,6 +174,48 @@ class HelperSpawner:
             written,
             watched == 1,
         )
+
+
+class SpawnPool:
+    """Spawns in worker threads (as many as there are cores: more spawns at once than cores
+    only slows each down)."""
+
+    def __init__(self, workers: int | None = None) -> None:
+        self.workers = workers or os.cpu_count() or 2
+        self._executor: ThreadPoolExecutor | None = None
+
+    async def spawn(
+        self, spawner: Spawner, path: str, cwd: str, env: Mapping[str, str], payload: bytes
+    ) -> Child:
+        """Spawn in a worker thread (the descriptors are not added to any epoll). Cancelled
+        while the thread spawns, the child is killed and reaped as soon as it exists."""
+        executor = self._executor
+        if executor is None:
+            executor = self._executor = ThreadPoolExecutor(
+                self.workers, thread_name_prefix="ongrid-spawn"
+            )
+        future = executor.submit(spawner.spawn, path, cwd, env, payload, -1)
+        try:
+            return await asyncio.shield(asyncio.wrap_future(future))
+        except asyncio.CancelledError:
+            future.add_done_callback(_discard)
+            raise
+
+
+def _discard(future: Future[Child]) -> None:
+    """A child spawned for a call that was cancelled meanwhile: kill, close, reap."""
+    if future.cancelled() or future.exception() is not None:
+        return
+    child = future.result()
+    with contextlib.suppress(OSError):
+        os.killpg(child.pid, signal.SIGKILL)
+    for fd in (child.stdin, child.stdout, child.stderr, child.pidfd):
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+    with contextlib.suppress(ChildProcessError):
+        _, status = os.waitpid(child.pid, 0)
+        child.reaped(os.waitstatus_to_exitcode(status))
 
 
 def _env_entry(name: str, value: str) -> bytes:
@@ -352,4 +401,12 @@ if __name__ == "__main__":
     raise SystemExit(main())
 
 
-__all__ = ["Child", "HelperSpawner", "PopenSpawner", "Spawner", "cache_dirs", "spawner"]
+__all__ = [
+    "Child",
+    "HelperSpawner",
+    "PopenSpawner",
+    "SpawnPool",
+    "Spawner",
+    "cache_dirs",
+    "spawner",
+]

@@ -7,7 +7,7 @@ imports the Store (this was an import circle).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from sqlalchemy import Connection
@@ -48,7 +48,12 @@ class Store:
         with self.db.read() as conn:
             yield conn
 
+    def defer(self, write: Callable[[Connection], None]) -> None:
+        """A write committed soon with others (see :meth:`Database.defer`)."""
+        self.db.defer(write)
+
     def close(self) -> None:
+        self.db.flush()  # the deferred entries reach the chain before its last anchor
         self.audit.close()  # the last anchor is written before the database goes
         self.db.close()
 
