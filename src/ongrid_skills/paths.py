@@ -226,9 +226,16 @@ def read_regular(path: str, limit: int) -> bytes:
     """
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             raise NotRegularFile("not a regular file")
-        return read_up_to(fd, limit)
+        # Sized by fstat: one read of the file's size and a byte more (which shows a file that
+        # grew meanwhile), not a buffer of ``limit`` bytes allocated for every small file.
+        want = min(limit, st.st_size + 1)
+        data = os.read(fd, want)
+        if len(data) < want or len(data) == limit:
+            return data
+        return data + read_up_to(fd, limit - len(data))
     finally:
         os.close(fd)
 
