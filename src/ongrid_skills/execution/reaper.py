@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import itertools
 import os
 import signal
 import sys
@@ -72,6 +73,7 @@ class OrphanReaper:
         self.own_sid = os.getsid(0)
         self.pid = os.getpid()
         self.live: dict[int, float] = {}  # main pid of each running call -> start (boot ticks)
+        self._keys = itertools.count(1)
         if self.enabled:
             _MainChildren.open()
 
@@ -79,6 +81,20 @@ class OrphanReaper:
         """Note a call's main pid and start time while it runs: its orphans are not swept yet."""
         if self.enabled:
             self.live[pid] = _boot_ticks()
+
+    def spawning(self) -> int:
+        """Note a spawn about to start (in another thread, maybe): until :meth:`spawned` names
+        its pid, a sweep takes no child started from now on. Returns a key for that."""
+        key = -next(self._keys)  # never a pid
+        if self.enabled:
+            self.live[key] = _boot_ticks()
+        return key
+
+    def spawned(self, key: int, pid: int) -> None:
+        """The spawn noted under ``key`` started ``pid``: it is a running call from then on."""
+        began = self.live.pop(key, None)
+        if began is not None:
+            self.live[pid] = began
 
     def call_ended(self, pid: int) -> None:
         """Forget a call, so that the sweep may take what is left in its session."""

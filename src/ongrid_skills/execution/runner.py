@@ -37,7 +37,6 @@ import asyncio
 import contextlib
 import functools
 import os
-import select
 import signal
 import time
 from collections.abc import Callable, Mapping
@@ -47,7 +46,16 @@ from typing import Protocol
 from ongrid_skills.execution.poller import LoopPoller, Poller, new_poller
 from ongrid_skills.execution.reaper import OrphanReaper
 from ongrid_skills.execution.records import ErrorInfo, Event, EventSink, Status
-from ongrid_skills.execution.spawner import Child, Mode, Spawner, SpawnPool, spawner
+from ongrid_skills.execution.spawner import (
+    Child,
+    Mode,
+    Spawner,
+    SpawnPool,
+    exits_within,
+    reap,
+    spawner,
+    wait_no_reap,
+)
 from ongrid_skills.execution.stderr import StderrTimeline
 from ongrid_skills.execution.supervision import SUPPORTED, GroupRecord, supervision
 from ongrid_skills.execution.verdict import RunOutcome, verdict
@@ -149,6 +157,10 @@ class SubprocessRunner:
         started_wall = time.time()
         started = time.monotonic()
         self.calls += 1
+        reaper = self.reaper
+        # A sweep ending another call while this one spawns must not take its child for an
+        # orphan: the spawn is noted as a running call before it starts.
+        key = reaper.spawning() if reaper is not None else 0
         try:
             if self.calls == 1:  # alone: spawn right here, the helper adds the fds to the epoll
                 child = spawn.spawn(check.path, spec.cwd, spec.env, payload, poller.fileno())
@@ -156,6 +168,8 @@ class SubprocessRunner:
                 child = await self.pool.spawn(spawn, check.path, spec.cwd, spec.env, payload)
         except OSError as exc:
             self.calls -= 1
+            if reaper is not None:
+                reaper.call_ended(key)
             poller.release()
             reason = exc.strerror or str(exc)
             return RunOutcome(
@@ -165,13 +179,14 @@ class SubprocessRunner:
             )
         except BaseException:
             self.calls -= 1
+            if reaper is not None:
+                reaper.call_ended(key)
             poller.release()
             raise
         pid = child.pid
         slot = record.add(pid) if record is not None else -1
-        reaper = self.reaper
         if reaper is not None:
-            reaper.call_started(pid)
+            reaper.spawned(key, pid)
         call = _Call(self, loop, poller, child, payload, spec.timeout_seconds, on_event)
         if record is not None:
             call.record, call.slot = record, slot
@@ -273,7 +288,7 @@ class _Call:
         if pidfd is not None:
             watch(pidfd, self._on_exit)
         else:  # no pidfd (macOS, old kernels): a thread waits without reaping
-            loop.run_in_executor(None, _wait_no_reap, self.pid).add_done_callback(
+            loop.run_in_executor(None, wait_no_reap, self.pid).add_done_callback(
                 lambda _f: self._on_exit()
             )
         self.stdin = child.stdin
@@ -406,7 +421,7 @@ class _Call:
         # the leader itself (losing its exit status and counting it as an orphan).
         self._kill_group(signal.SIGKILL)  # leftovers of the group that closed their pipes
         self._unrecord()  # before the reap, for the same reason: the id is still ours
-        self.status = _reap(self.pid)
+        self.status = reap(self.pid)
         self.child.reaped(self.status)
         if self.pidfd is not None:
             os.close(self.pidfd)
@@ -429,7 +444,7 @@ class _Call:
         pidfd = self.pidfd
         if pidfd is not None and not self.exited:
             self.poller.remove(pidfd)
-            if not _exits_within(pidfd, ABANDON_REAP_SECONDS):
+            if not exits_within(pidfd, ABANDON_REAP_SECONDS):
 
                 def reap_later() -> None:
                     self.poller.remove(pidfd)
@@ -442,7 +457,7 @@ class _Call:
     def _finish_quietly(self, then: Callable[[], object] | None = None) -> None:
         self._unrecord()
         with contextlib.suppress(Exception):
-            self.status = _reap(self.pid)
+            self.status = reap(self.pid)
             self.child.reaped(self.status)
         if self.pidfd is not None:
             os.close(self.pidfd)
@@ -460,30 +475,6 @@ class _Call:
     def outcome(self) -> RunOutcome:
         tail = self.err.tail() if self.err is not None else ""
         return verdict(self.status, self.timed_out, self.timeout, self.out, tail)
-
-
-def _exits_within(pidfd: int, seconds: float) -> bool:
-    """Wait at most ``seconds`` for the process behind ``pidfd`` to exit."""
-    poller = select.poll()
-    poller.register(pidfd, select.POLLIN)
-    return bool(poller.poll(seconds * 1000))
-
-
-def _wait_no_reap(pid: int) -> None:
-    with contextlib.suppress(ChildProcessError):
-        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
-
-
-def _reap(pid: int) -> int | None:
-    """Reap an exited child; its return code in Popen's convention (negative = signal)."""
-    while True:
-        try:
-            _, status = os.waitpid(pid, 0)
-        except ChildProcessError:
-            return None
-        except InterruptedError:  # pragma: no cover - PEP 475 retries for us
-            continue
-        return os.waitstatus_to_exitcode(status)
 
 
 __all__ = ["RunOutcome", "SpawnSpec", "SubprocessRunner"]

@@ -39,6 +39,7 @@ import hashlib
 import logging
 import os
 import platform
+import select
 import shutil
 import signal
 import stat
@@ -253,6 +254,34 @@ def _pidfd_open(pid: int) -> int | None:
     return fd
 
 
+# ---- waiting for and reaping a child --------------------------------------------------------
+
+
+def exits_within(pidfd: int, seconds: float) -> bool:
+    """Wait at most ``seconds`` for the process behind ``pidfd`` to exit."""
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    return bool(poller.poll(seconds * 1000))
+
+
+def wait_no_reap(pid: int) -> None:
+    """Block until ``pid`` exits, leaving it to be reaped (for platforms without pidfds)."""
+    with contextlib.suppress(ChildProcessError):
+        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+
+
+def reap(pid: int) -> int | None:
+    """Reap an exited child; its return code in Popen's convention (negative = signal)."""
+    while True:
+        try:
+            _, status = os.waitpid(pid, 0)
+        except ChildProcessError:
+            return None
+        except InterruptedError:  # pragma: no cover - PEP 475 retries for us
+            continue
+        return os.waitstatus_to_exitcode(status)
+
+
 # ---- choosing and building --------------------------------------------------------------------
 
 
@@ -408,5 +437,8 @@ __all__ = [
     "SpawnPool",
     "Spawner",
     "cache_dirs",
+    "exits_within",
+    "reap",
     "spawner",
+    "wait_no_reap",
 ]
