@@ -7,12 +7,13 @@ Nothing may mutate a Registry after it is built (its mappings are read-only view
 
 from __future__ import annotations
 
+import functools
 import gc
 import json
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
+from typing import ParamSpec
 
 from ongrid_skills.errors import UnknownPersona, UnknownSkill
 from ongrid_skills.skills.discovery import (
@@ -178,6 +179,29 @@ def internal_skills() -> list[Skill]:
     return out
 
 
+_P = ParamSpec("_P")
+
+
+def _pausing_cycle_collection(build: Callable[_P, Registry]) -> Callable[_P, Registry]:
+    """``build`` with the cyclic garbage collector paused: a load allocates tens of thousands of
+    objects that all stay alive (no cycle to find), and the collections their allocation
+    triggers cost about a tenth of a 10,000-skill load. Process-wide, for a load's duration
+    only; nothing is lost, cycles made meanwhile are collected once it is back on."""
+
+    @functools.wraps(build)
+    def paused(*args: _P.args, **kwargs: _P.kwargs) -> Registry:
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return build(*args, **kwargs)
+        finally:
+            if was_enabled:
+                gc.enable()
+
+    return paused
+
+
+@_pausing_cycle_collection
 def build_registry(
     external_dirs: Iterable[str] = (),
     persona_dirs: Iterable[str] = (),
@@ -195,44 +219,6 @@ def build_registry(
     SKILL.md catalogue (``bundled``), ``native_dirs`` (SKILL.md), ``external_dirs``
     (skill.json), then personas.
     """
-    with _no_cycle_collection():
-        return _build(
-            external_dirs,
-            persona_dirs,
-            native_dirs,
-            bundled,
-            config,
-            sink,
-            extra,
-            default_timeout,
-        )
-
-
-@contextmanager
-def _no_cycle_collection() -> Iterator[None]:
-    """The cyclic garbage collector paused while a registry is built: a load allocates tens of
-    thousands of objects that all stay alive (no cycle to find), and the collections their
-    allocation triggers cost about a tenth of a 10,000-skill load. Process-wide, for a load's
-    duration only; nothing is lost, cycles made meanwhile are collected once it is back on."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
-def _build(
-    external_dirs: Iterable[str],
-    persona_dirs: Iterable[str],
-    native_dirs: Iterable[str],
-    bundled: bool,
-    config: Mapping[str, str] | None,
-    sink: LogSink | None,
-    extra: Iterable[Skill],
-    default_timeout: int,
-) -> Registry:
     report = LoadReport()
     skills: dict[str, Skill] = {s.name: s for s in extra}
     config = config if config is not None else {}

@@ -140,6 +140,7 @@ class AuditLog:
         return verify_chain(self.db, self.sealer, self.anchor.path, HEAD_KEY, witnesses)
 
     def close(self) -> None:
+        self.db.flush()  # the deferred entries reach the chain before its last anchor
         self.anchor.close()
 
 

@@ -42,18 +42,17 @@ class Store:
         with self.db.tx() as conn:
             yield conn
 
+    def defer(self, write: Callable[[Connection], None]) -> None:
+        """A write committed soon with others (see :meth:`Database.defer`)."""
+        self.db.defer(write)
+
     @contextmanager
     def read(self) -> Iterator[Connection]:
         """A read connection (see :meth:`Database.read`)."""
         with self.db.read() as conn:
             yield conn
 
-    def defer(self, write: Callable[[Connection], None]) -> None:
-        """A write committed soon with others (see :meth:`Database.defer`)."""
-        self.db.defer(write)
-
     def close(self) -> None:
-        self.db.flush()  # the deferred entries reach the chain before its last anchor
         self.audit.close()  # the last anchor is written before the database goes
         self.db.close()
 
