@@ -19,6 +19,9 @@ pytest_plugins = [
     "tests.support.browser",
     "tests.support.postgres",
     "tests.support.replicas",
+    "tests.support.unprivileged",
+    "tests.support.nats",
+    "tests.support.fleet",
 ]
 
 #: Set for every test: the bundled catalogue stays out (tests count skills and loader lines

@@ -83,10 +83,11 @@ class ApprovalDesk:
         #: The replica (lease id) an approved call starts on here; None on the embedded store.
         self.replica_id = replica_id
         self._sweeper: asyncio.Task[None] | None = None
-        #: Told of every committed change, after the commit (see ongrid_skills.notify.events):
-        #: the live feed of ``GET /v1/approvals/events`` first, then webhooks and other views.
+        #: Both told of every committed change, after the commit: the live feed of the inbox
+        #: streams (``GET /v1/approvals/events``, the console), and the listeners of
+        #: ongrid_skills.notify.events (webhooks).
         self.feed = ApprovalFeed(store.approvals.get)
-        self.listeners = Listeners([self.feed.hear])
+        self.listeners = Listeners()
 
     # ---- requests ------------------------------------------------------------------------
     def request(
@@ -406,10 +407,15 @@ class ApprovalDesk:
             self.metrics.finished(approval.skill, execution_status.value, None)
 
     def _tell(self, kind: str, approval_id: str, actor: str, note: str | None = None) -> None:
-        """Tell the listeners of a committed change, with the request as it is now."""
-        approval = self.store.approvals.get(approval_id) if self.listeners else None
+        """Tell the feed and the listeners of a committed change, with the request as it is
+        now; read back only when someone listens."""
+        if not self.listeners and not len(self.feed):
+            return
+        approval = self.store.approvals.get(approval_id)
         if approval is not None:
-            self.listeners.tell(ApprovalEvent(kind, approval, actor, note))
+            event = ApprovalEvent(kind, approval, actor, note)
+            self.feed.hear(event)
+            self.listeners.tell(event)
 
     def _event(self, conn: Connection, execution_id: str, event: Event) -> None:
         """Record one event of a waiting execution, live for followers and in the store."""

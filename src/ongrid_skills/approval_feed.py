@@ -1,11 +1,10 @@
 """The live feed of approval requests: each change the desk makes, fanned out to listeners.
 
-The desk tells the feed (through :meth:`ApprovalFeed.hear`, one of its listeners) what happened
-to a request (``requested``, ``signed``, ``approved``,
-``rejected``, ``expired``, ``cancelled``, ``void``) once the transaction that did it committed;
-the feed reads the request back, as ``GET /v1/approvals/{id}`` shows it, and hands that body to
-every listener (the ``GET /v1/approvals/events`` streams). Nobody listening costs nothing: the
-request is read back only when someone listens.
+The desk tells the feed (:meth:`ApprovalFeed.hear`) what happened to a request (``requested``,
+``signed``, ``approved``, ``rejected``, ``expired``, ``cancelled``, ``void``) once the transaction
+that did it committed, with the request read back (``tell`` reads it itself, by id); the feed
+hands its body, as ``GET /v1/approvals/{id}`` shows it, to every listener (the inbox streams).
+Nobody listening costs nothing: the desk reads the request back only when someone listens.
 
 A listener holds at most :data:`BACKLOG` undelivered events. One that falls further behind (a
 client that stopped reading) is marked lost and its stream ends, rather than growing without
@@ -87,8 +86,7 @@ class ApprovalFeed:
             listener.put(kind, body)
 
     def hear(self, event: ApprovalEvent) -> None:
-        """The desk's listener port (:mod:`ongrid_skills.notify.events`): the request, read
-        back by the desk after the commit, goes to every listener."""
+        """A change the desk committed, with the request it read back: to every listener."""
         if not self._listeners:
             return
         body = event.approval.to_dict()

@@ -1,9 +1,10 @@
 """The one exception tree of ongrid-skills.
 
-Every error carries a stable ``code`` (snake_case). Doors map codes, never classes or messages:
-the CLI to exit codes, REST to HTTP statuses (``doors/rest/errors.py``), MCP and the agent to the
-error envelope. This module owns the tree only: it must never import anything of ours, and never
-maps a code to a status itself (each door does, in one place).
+Every error carries a stable ``code`` (snake_case). Doors map codes, never classes or messages: the
+CLI to exit codes, REST and the web console to HTTP statuses (``doors/statuses.py``), MCP and the
+agent to the error envelope. This module owns the tree only: it must never import anything of
+ours, and never maps a code to a status itself (each door does, in one place; the two HTTP doors
+share one table).
 
 ::
 
@@ -20,14 +21,19 @@ maps a code to a status itself (each door does, in one place).
     ├── Unauthorized                unauthorized        401     2  (no or bad credentials)
     ├── Forbidden                   forbidden           403     3  (the role does not allow it)
     ├── Conflict                    conflict            409     2  (state forbids it: signed twice…)
+    │   └── SkillCollision          skill_collision     409     2  (a pack takes loaded names)
     ├── TooLarge                    too_large           413     2  (request body over the limit)
     ├── Busy                        busy                429     2  (execution queue full)
     ├── StorageFull                 storage_full        507     1  (the store's disk is full)
     ├── PackError                   invalid_pack        400     2  (.problems: path + message)
-    │   └── UnsafePack              unsafe_pack         400     2  (an archive broke a safety rule)
+    │   ├── UnsafePack              unsafe_pack         400     2  (an archive broke a safety rule)
+    │   └── PackIndexError          invalid_index       502     2  (an unusable index.json)
     ├── PackKeyError                invalid_key         400     2  (a signing or trusted key)
     │   └── PassphraseRequired      passphrase_required 400     2  (an encrypted private key)
     ├── BadSignature                bad_signature       400     1  (digest mismatch, bad signature)
+    │   └── DigestMismatch          digest_mismatch     502     1  (not the pack an index names)
+    ├── UntrustedPack               untrusted_pack      403     3  (remote, not trusted-signed)
+    ├── FetchFailed                 fetch_failed        502     1  (a download or a clone)
     └── BundledFileError            (a file of a skill's folder that cannot be served)
         ├── OutsideSkill            outside_skill      (resolves outside the folder, or hidden)
         ├── BundledFileMissing      file_not_found
@@ -35,14 +41,14 @@ maps a code to a status itself (each door does, in one place).
         ├── BundledFileTooLarge     file_too_large
         └── BinaryFile              binary_file        (not UTF-8 text)
 
-*HTTP* is ``STATUS_BY_CODE`` of the REST door (a code it does not list answers 400; an exception
-that is no SkillError answers 500 ``internal_error``). REST never raises ApprovalRequired: a call
-that needs signatures is answered 202 with its ``pending_approval`` Execution. *exit* is what
-``ongrid-skills`` returns: ``run``, ``list``, ``show``, ``tools`` and ``new`` map the code through
-``ERROR_EXIT`` in ``doors/cli/main.py`` (1 for a code it does not list); the commands that talk to
-a server (``approvals``, ``executions``) map the HTTP status (403 → 3, other 4xx → 2, 5xx → 1),
-which is where the errors only a server raises get theirs; ``mcp`` and ``token`` exit 2 on any
-error, ``chat`` 2 for ``not_found`` and ``invalid_request``, else 1.
+*HTTP* is ``STATUS_BY_CODE`` of the HTTP doors (``doors/statuses.py``; a code it does not list
+answers 400; an exception that is no SkillError answers 500 ``internal_error``). REST never raises
+ApprovalRequired: a call that needs signatures is answered 202 with its ``pending_approval``
+Execution. *exit* is what ``ongrid-skills`` returns: ``run``, ``list``, ``show``, ``tools`` and
+``new`` map the code through ``ERROR_EXIT`` in ``doors/cli/main.py`` (1 for a code it does not
+list); the commands that talk to a server (``approvals``, ``executions``) map the HTTP status (403 →
+3, other 4xx → 2, 5xx → 1), which is where the errors only a server raises get theirs; ``mcp`` and
+``token`` exit 2 on any error, ``chat`` 2 for ``not_found`` and ``invalid_request``, else 1.
 
 A skill's own failure is not raised: it is the ``status`` and ``error`` of its Execution, with one
 of the codes of :data:`EXECUTION_ERROR_CODES`.
@@ -82,6 +88,14 @@ EXECUTION_ERROR_CODES: dict[str, str] = {
     "not_a_file": "read_skill_file: the path is a directory or a special file",
     "file_too_large": "read_skill_file: the file is over the size cap",
     "binary_file": "read_skill_file: the file is not UTF-8 text",
+    "host_offline": "a host skill's call named a host that is offline or unknown, or the host did "
+    "not take the call before it expired; nothing ran",
+    "definition_changed": "the host's definition of the skill is not the one the call was "
+    "admitted (or approved) with; nothing ran",
+    "unknown_skill": "the host has no host skill of that name (any more); nothing ran",
+    "call_expired": "the host received the signed call after its expiry; nothing ran",
+    "call_not_yet_valid": "the host's clock is behind the manager's by more than the allowed "
+    "skew; nothing ran",
 }
 
 
@@ -137,15 +151,24 @@ class NotFound(SkillError):
 
 
 class UnknownSkill(NotFound):
-    def __init__(self, name: str) -> None:
-        super().__init__(f"unknown skill {name!r}")
+    """No skill of that name; ``failed`` is the loader's reason when a file that would have
+    given it was refused (the usual surprise: a typo in the manifest, an entry not executable)."""
+
+    def __init__(self, name: str, failed: str | None = None) -> None:
+        why = f": it failed to load: {failed}" if failed else ""
+        super().__init__(f"unknown skill {name!r}{why}")
         self.name = name
+        self.failed = failed
 
 
 class UnknownPersona(NotFound):
-    def __init__(self, name: str) -> None:
-        super().__init__(f"unknown persona {name!r}")
+    """No persona of that name; ``failed`` as for :class:`UnknownSkill`."""
+
+    def __init__(self, name: str, failed: str | None = None) -> None:
+        why = f": it failed to load: {failed}" if failed else ""
+        super().__init__(f"unknown persona {name!r}{why}")
         self.name = name
+        self.failed = failed
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,6 +247,29 @@ class TooLarge(SkillError):
     code = "too_large"
 
 
+class SkillCollision(Conflict):
+    """A pack would bring skills (or personas) whose names are taken: ``collisions`` lists
+    each as ``(kind, name, where the existing one comes from)``."""
+
+    code = "skill_collision"
+
+    def __init__(self, label: str, collisions: list[tuple[str, str, str]]) -> None:
+        listed = "; ".join(f"{kind} {name!r} ({origin})" for kind, name, origin in collisions)
+        super().__init__(f"pack {label} collides with what is loaded: {listed}")
+        self.label = label
+        self.collisions = collisions
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "message": self.message,
+            "details": [
+                {"kind": kind, "name": name, "existing": origin}
+                for kind, name, origin in self.collisions
+            ],
+        }
+
+
 class Busy(SkillError):
     """Every running slot and every queue place is taken; the caller should retry later."""
 
@@ -290,6 +336,12 @@ class UnsafePack(PackError):
         self.rule = rule
 
 
+class PackIndexError(PackError):
+    """A marketplace index (``index.json``) that cannot be read or is not valid."""
+
+    code = "invalid_index"
+
+
 class PackKeyError(SkillError):
     """A signing key or a trusted-keys file that cannot be used (unreadable, not Ed25519…)."""
 
@@ -306,6 +358,26 @@ class BadSignature(SkillError):
     """A signature that does not verify, or that signs another digest than the pack's."""
 
     code = "bad_signature"
+
+
+class DigestMismatch(BadSignature):
+    """What was downloaded is not the pack an index names: another digest, another signer."""
+
+    code = "digest_mismatch"
+
+
+class UntrustedPack(SkillError):
+    """A pack from a remote source (a URL, a git remote, an upload) that is unsigned or signed
+    by a key the operator does not trust, installed without ``allow_unsigned``."""
+
+    code = "untrusted_pack"
+
+
+class FetchFailed(SkillError):
+    """A pack could not be fetched: an HTTP error, too big, too slow, too many redirects, a
+    scheme that is not allowed, a git clone that failed or timed out."""
+
+    code = "fetch_failed"
 
 
 class BundledFileError(SkillError):

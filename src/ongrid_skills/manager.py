@@ -15,7 +15,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection
 
@@ -46,6 +46,9 @@ from ongrid_skills.skills.model import Skill
 from ongrid_skills.skills.persona import Persona
 from ongrid_skills.skills.registry import Registry, RegistryHolder
 from ongrid_skills.store import Store
+
+if TYPE_CHECKING:  # the NATS client is imported only when a fleet is configured
+    from ongrid_skills.fleet.dispatch import Fleet
 
 LOG = logging.getLogger("ongrid_skills.manager")
 
@@ -103,12 +106,22 @@ class Manager:
         self.closing = False
         #: Set by the runtime: whether this process owns the embedded data dir (and recovers).
         self.owns_data_dir = False
-        #: Called with the new registry after every reload (MCP list_changed, UI refresh…).
+        #: Called with the new registry after every reload (MCP list_changed, UI refresh…),
+        #: and after the hosts of the fleet changed what it offers.
         self.reload_listeners: list[Callable[[Registry], None]] = []
+        #: Edge workers (set by the runtime with ONGRID_NATS_URL): host skills run there.
+        self.fleet: Fleet | None = None
 
     @property
     def registry(self) -> Registry:
-        return self.holder.current
+        """The skills of every door: this manager's own, merged with the fleet's host skills."""
+        local = self.holder.current
+        return self.fleet.hosts.merge(local) if self.fleet is not None else local
+
+    def attach(self, fleet: Fleet) -> None:
+        """Offer the host skills of ``fleet`` and run them there."""
+        self.fleet = fleet
+        fleet.on_change = lambda: self._tell_listeners(self.registry)
 
     # ---- start-up ---------------------------------------------------------------------------
     async def recover(self) -> None:
@@ -176,6 +189,11 @@ class Manager:
         if decision.action == "deny":
             self._refuse(execution, skill, Status.DENIED, ErrorInfo("denied", decision.reason))
             raise Denied(decision.reason)
+        if skill.placement is not None and self.fleet is not None:  # before the host enum
+            problem = self.fleet.host_problem(skill, args)
+            if problem is not None:  # host_offline, definition_changed: never sent
+                self._refuse(execution, skill, Status.FAILED, problem)
+                return execution
         violations = skill.validate(args)
         if violations:
             error = InvalidArgs(name, violations)
@@ -303,15 +321,18 @@ class Manager:
                 try:
                     registry = self.registry
                     persona = registry.personas.get(execution.persona or "")
-                    await run_skill(
-                        skill,
-                        execution,
-                        emit,
-                        self.runner,
-                        registry=registry,
-                        persona=persona,
-                        reach=self.reach,
-                    )
+                    if skill.placement is not None and self.fleet is not None:
+                        await self.fleet.run(skill, execution, emit)
+                    else:
+                        await run_skill(
+                            skill,
+                            execution,
+                            emit,
+                            self.runner,
+                            registry=registry,
+                            persona=persona,
+                            reach=self.reach,
+                        )
                 except asyncio.CancelledError:
                     self._cancelled(execution, emit, "the call was cancelled")
                 finally:
@@ -447,12 +468,15 @@ class Manager:
                 {"skills": len(fresh), "added": added, "removed": removed, "changed": changed},
             )
         self.metrics.loaded(fresh)
+        self._tell_listeners(self.registry)
+        return fresh
+
+    def _tell_listeners(self, registry: Registry) -> None:
         for listener in list(self.reload_listeners):
             try:
-                listener(fresh)
+                listener(registry)
             except Exception:
                 LOG.exception("a reload listener failed")
-        return fresh
 
     async def close(self) -> None:
         self.closing = True

@@ -19,8 +19,10 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
+from ongrid_skills.errors import Conflict
 from ongrid_skills.settings import Settings
 from ongrid_skills.skills.discovery import LogSink, default_sink
+from ongrid_skills.skills.packroots import active_pack_roots
 from ongrid_skills.skills.registry import Registry, RegistryHolder, build_registry
 from ongrid_skills.types import Role
 
@@ -29,13 +31,19 @@ if TYPE_CHECKING:
     # load_registry() and must not pay for the store (SQLAlchemy, Alembic), the manager or
     # watchfiles; the functions that need them import them when called.
     from ongrid_skills.execution.runner import Runner
+    from ongrid_skills.fleet.dispatch import Fleet
     from ongrid_skills.manager import Manager
     from ongrid_skills.notify.webhooks import Delivery
+    from ongrid_skills.packs.service import Packs
     from ongrid_skills.store import Store
     from ongrid_skills.store.tokens import TokenInfo
 
 LOG = logging.getLogger("ongrid_skills.runtime")
 WATCH_DEBOUNCE_MS = 500
+#: How often the packs watch looks at the active links without an event, and how long its
+#: start-up recovery waits for a pack command that holds the packs lock (that one recovers).
+PACKS_POLL_MS = 5000
+PACKS_RECOVERY_WAIT = 2.0
 
 
 def load_registry(
@@ -46,10 +54,11 @@ def load_registry(
     bundled: bool | None = None,
     settings: Settings | None = None,
     log: LogSink | None = None,
+    pack_roots: Iterable[str] | None = None,
 ) -> Registry:
     """Load skills and personas. An omitted argument falls back to its ``ONGRID_*`` variable
     (``ONGRID_SKILLS_EXTERNAL_DIRS``, ``ONGRID_PERSONAS_DIRS``, ``ONGRID_SKILLS_NATIVE_DIRS``,
-    ``ONGRID_BUNDLED_SKILLS``).
+    ``ONGRID_BUNDLED_SKILLS``); ``pack_roots`` to the active packs of ``ONGRID_DATA_DIR``.
 
     Loader lines go to ``log`` (default: the ``ongrid_skills.loader`` logger at INFO).
     """
@@ -62,6 +71,7 @@ def load_registry(
         config=base.config,
         sink=log,
         default_timeout=base.default_timeout_seconds,
+        pack_roots=active_pack_roots(base.data_dir) if pack_roots is None else pack_roots,
     )
 
 
@@ -155,12 +165,15 @@ async def open_manager(
     manager = Manager(settings, own_store, holder, runner=runner, metrics=metrics)
     lock = DataDirLock(settings)
     notifier = None
+    fleet = None
     try:
         if settings.approval_webhooks:  # before recovery: expiries found at start-up are told too
             urls, public = settings.approval_webhooks, settings.public_url
             notifier = WebhookNotifier(urls, public, own_store, delivery=webhook_delivery)
             await notifier.start()
             manager.desk.listeners.append(notifier.notify)
+        if settings.nats_url:  # before recovery: an approved host call found there runs there
+            fleet = await _open_fleet(settings, manager)
         manager.owns_data_dir = lock.acquire()
         if manager.owns_data_dir:
             await manager.recover()
@@ -174,11 +187,100 @@ async def open_manager(
         # Close first: the calls are interrupted and recorded while this process still owns
         # the data dir, so no other process starts recovering them meanwhile.
         await manager.close()
+        if fleet is not None:  # after the manager: the cancels of its host calls went out
+            await fleet.close()
         if notifier is not None:  # after the manager, before the store: last outcomes audited
             await notifier.close()
         lock.release()
         if store is None:
             own_store.close()
+
+
+def open_packs(
+    settings: Settings, store: Store, loaded: Callable[[], Registry] | None = None
+) -> Packs:
+    """The packs of the data dir, recorded in ``store``; names are checked against ``loaded()``
+    (default: a fresh load of these settings, as a CLI sees them)."""
+    from ongrid_skills.packs import Limits, load_trusted_keys  # noqa: PLC0415 (see above)
+    from ongrid_skills.packs.fetch import FetchPolicy  # noqa: PLC0415
+    from ongrid_skills.packs.home import PackHome  # noqa: PLC0415
+    from ongrid_skills.packs.install import Installer  # noqa: PLC0415
+    from ongrid_skills.packs.service import Packs  # noqa: PLC0415
+    from ongrid_skills.packs.sources import SourcePolicy  # noqa: PLC0415
+    from ongrid_skills.packs.unpack import stream_cap  # noqa: PLC0415
+
+    home = PackHome(settings.data_dir)
+    limits = Limits.from_settings(settings)
+
+    def fresh() -> Registry:
+        return load_registry(settings=settings, log=lambda _line: None)
+
+    installer = Installer(
+        home,
+        store.packs(home.home_id),
+        trusted=load_trusted_keys(settings.trusted_pack_keys),
+        loaded=loaded or fresh,
+        limits=limits,
+        config=settings.config,
+        keep_seconds=settings.pack_keep_seconds,
+    )
+    timeout = float(settings.pack_fetch_timeout_seconds)
+    fetch = FetchPolicy(stream_cap(limits), timeout, settings.pack_allow_http)
+    return Packs(installer, SourcePolicy(fetch, timeout), settings.pack_indexes)
+
+
+async def sync_packs(manager: Manager, actor: str) -> bool:
+    """Reload when the active packs differ from those the registry was loaded with; True
+    when it reloaded. What a pack change made by anyone (a CLI, the REST door) goes through."""
+    roots = active_pack_roots(manager.settings.data_dir)
+    if roots == manager.registry.pack_roots:
+        return False
+    await reload_logged(manager, actor)
+    return True
+
+
+async def watch_packs(manager: Manager, settings: Settings) -> None:
+    """Reload when a pack is installed, upgraded, rolled back or removed in this data dir, by
+    any process: the active links of ``packs/.active`` are what changes (audited ``packs``)."""
+    from watchfiles import awatch  # noqa: PLC0415 (see the imports above)
+
+    from ongrid_skills.packs.home import PackHome  # noqa: PLC0415
+
+    home = PackHome(settings.data_dir)
+    home.ensure()
+    try:  # a change a killed command left half done: committed or undone, at start
+        packs = open_packs(settings, manager.store, lambda: manager.registry)
+        await asyncio.to_thread(packs.recover, PACKS_RECOVERY_WAIT)
+    except Conflict:
+        pass  # a pack command holds the lock: it recovers first itself
+    except Exception:
+        LOG.exception("pack recovery failed; the next pack command retries it")
+    await sync_packs(manager, "packs")
+    # Every few seconds without an event too: a change made between the first look and the
+    # start of the watch is seen all the same.
+    async for _changes in awatch(
+        home.active_dir,
+        debounce=WATCH_DEBOUNCE_MS,
+        recursive=False,
+        watch_filter=None,
+        rust_timeout=PACKS_POLL_MS,
+        yield_on_timeout=True,
+    ):
+        await sync_packs(manager, "packs")
+
+
+async def _open_fleet(settings: Settings, manager: Manager) -> Fleet:
+    """Connect the manager to its edge workers (docs/fleet.md): host skills run there."""
+    from ongrid_skills.execution.records import new_id  # noqa: PLC0415 (see the imports above)
+    from ongrid_skills.fleet.dispatch import Fleet  # noqa: PLC0415
+    from ongrid_skills.fleet.signing import manager_key  # noqa: PLC0415
+
+    key = manager_key(settings)
+    fleet = Fleet(settings, key, manager.replica_id or new_id(), manager.metrics)
+    await fleet.start()
+    manager.attach(fleet)
+    LOG.info("fleet: calls are signed with %s (%s)", key.fingerprint, key.path)
+    return fleet
 
 
 def bootstrap_admin_token(store: Store) -> tuple[str, TokenInfo] | None:
@@ -217,7 +319,8 @@ async def watch(manager: Manager, settings: Settings) -> None:
 async def reload_triggers(
     manager: Manager, settings: Settings, *, watch_files: bool
 ) -> AsyncIterator[list[asyncio.Task[None]]]:
-    """SIGHUP reloads (audited ``signal:SIGHUP``); with ``watch_files``, file changes too.
+    """SIGHUP reloads (audited ``signal:SIGHUP``); so do pack changes in the data dir (see
+    :func:`watch_packs`), and with ``watch_files``, changes of the configured dirs too.
 
     Yields the list of background tasks, which a door may extend; all are cancelled on exit.
     """
@@ -231,6 +334,7 @@ async def reload_triggers(
         loop.add_signal_handler(signal.SIGHUP, on_hup)
     if watch_files:
         background.append(loop.create_task(watch(manager, settings)))
+    background.append(loop.create_task(watch_packs(manager, settings)))
     try:
         yield background
     finally:

@@ -1,4 +1,9 @@
-"""Settings: ``ONGRID_*`` environment variables over an optional TOML file; env wins."""
+"""Settings: ``ONGRID_*`` environment variables over an optional TOML file; env wins.
+
+:meth:`Settings.traced` also says where each value came from (``ongrid-skills config`` shows it).
+This module reads the environment and the file it is given, nothing else: it never creates a
+directory or opens the store.
+"""
 
 from __future__ import annotations
 
@@ -51,6 +56,23 @@ class Settings:
     # A running call's events are stored in batches, this long after the first of each batch:
     # how late a client of another replica sees them (docs/fleet.md).
     event_flush_ms: int = 500
+    # Edge workers over NATS (docs/fleet.md): the server URL(s), comma-separated; unset, there is
+    # no fleet. The options nats-py takes: a credentials file, an NKey seed file, TLS files.
+    nats_url: str | None = field(default=None, repr=False)  # may hold user:password
+    nats_creds: str | None = None
+    nats_nkey_seed: str | None = None
+    nats_tls_ca: str | None = None
+    nats_tls_cert: str | None = None
+    nats_tls_key: str | None = None
+    # The first token of every subject, stream and bucket of the fleet (several fleets, or a
+    # test per prefix, on one NATS server).
+    fleet_prefix: str = "ongrid"
+    # A worker missing its heartbeat this long is offline, and its running calls interrupted.
+    fleet_ttl_seconds: int = 15
+    # The manager's Ed25519 key signing the calls it dispatches (else $data_dir/fleet.key), and
+    # the worker's file of the managers' public keys it obeys (OpenSSH lines or PEM blocks).
+    fleet_key_file: str | None = None
+    fleet_manager_keys: str | None = None
     toolbag_deferral_threshold: int = 30
     # The agent's system prompt lists instructions skills up to this many characters (the most
     # relevant first); the model finds the others with search_skills. 0: list none.
@@ -65,6 +87,8 @@ class Settings:
     llm_timeout_seconds: int = 120
     llm_stream: bool = True  # stream model output where the provider streams
     llm_max_tokens: int = 4096  # per model reply (Anthropic requires it)
+    # How much the commands log (debug|info|warning|error); unset: each command's own default.
+    log_level: str | None = None
     # What the built-ins may reach (docs/security.md): readable roots of the file built-ins, and
     # network rules of the probes (CIDRs, addresses or host names; ``*.example.com`` allowed).
     builtin_read_paths: tuple[str, ...] = DEFAULT_READ_PATHS
@@ -76,6 +100,14 @@ class Settings:
     trusted_pack_keys: str | None = None
     pack_max_files: int = 10_000
     pack_max_unpacked_bytes: int = 200 * 1024 * 1024
+    # Marketplace indexes (local paths or https:// URLs of index.json files), and how packs are
+    # fetched: the time one download or git clone may take, whether plain http:// is allowed
+    # (off: https only), how long the files of a withdrawn version are kept (None: the longest
+    # timeout of its skills plus a minute).
+    pack_indexes: tuple[str, ...] = ()
+    pack_fetch_timeout_seconds: int = 300
+    pack_allow_http: bool = False
+    pack_keep_seconds: int | None = None
     config: Mapping[str, str] = field(
         default_factory=dict
     )  # skill config keys, e.g. prometheus.url
@@ -89,8 +121,16 @@ class Settings:
     @classmethod
     def load(cls, environ: Mapping[str, str] | None = None, config: str | None = None) -> Settings:
         """Read the TOML file (if any), then let ``ONGRID_*`` variables override it."""
+        return cls.traced(environ, config)[0]
+
+    @classmethod
+    def traced(
+        cls, environ: Mapping[str, str] | None = None, config: str | None = None
+    ) -> tuple[Settings, Trace]:
+        """Like :meth:`load`, plus where each value came from."""
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {}
+        trace = Trace()
         if config:
             try:
                 with open(config, "rb") as fh:
@@ -98,21 +138,66 @@ class Settings:
             except (OSError, tomllib.TOMLDecodeError) as exc:
                 raise ConfigError(f"config file {config}: {exc}") from None
             section = data.get("ongrid", data)
+            if not isinstance(section, dict):
+                raise ConfigError(f"config file {config}: [ongrid] must be a table")
             values.update(section)
+            from_file = Origin("file", os.path.abspath(config))
+            for key in values:
+                if key in _FIELD_NAMES:
+                    trace.origins[key] = from_file
+                elif key != "config":
+                    trace.ignored.append(key)
         skill_config = _flatten(values.pop("config", {}) or {})
         for spec in fields(cls):
             if spec.name not in _FIELD_NAMES:
                 continue
-            raw = env.get(_ENV_NAMES.get(spec.name, "ONGRID_" + spec.name.upper()))
+            name = env_var(spec.name)
+            raw = env.get(name)
             if raw is not None:
                 values[spec.name] = raw
-        settled = {k: _coerce(k, v) for k, v in values.items() if k in _FIELD_NAMES}
+                trace.origins[spec.name] = Origin("env", name)
+        settled: dict[str, Any] = {}
+        for key, value in values.items():
+            if key in _FIELD_NAMES:
+                try:
+                    settled[key] = _coerce(key, value)
+                except ConfigError as exc:  # say where the bad value was written
+                    raise ConfigError(f"{trace.origin(key).where}: {exc.message}") from None
         settled["config"] = ConfigView(skill_config, env)
         settled["config_file"] = os.path.abspath(config) if config else None
         if settled.get("llm_api_key") is None:  # the provider's usual variable
             provider = settled.get("llm_provider") or "openai"
-            settled["llm_api_key"] = env.get(_LLM_KEY_FALLBACK[provider]) or None
-        return cls(**settled)
+            fallback = _LLM_KEY_FALLBACK[provider]
+            settled["llm_api_key"] = env.get(fallback) or None
+            if settled["llm_api_key"] is not None:
+                trace.origins["llm_api_key"] = Origin("env", fallback)
+        return cls(**settled), trace
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where one setting's value came from: ``flag`` (its option), ``env`` (the variable),
+    ``file`` (the TOML file's absolute path) or ``default``."""
+
+    kind: str
+    where: str | None = None
+
+    def __str__(self) -> str:
+        return self.kind if self.where is None else f"{self.kind} {self.where}"
+
+
+DEFAULT_ORIGIN = Origin("default")
+
+
+@dataclass(slots=True)
+class Trace:
+    """Where the values of one :meth:`Settings.traced` came from; keys of the file it ignored."""
+
+    origins: dict[str, Origin] = field(default_factory=dict)
+    ignored: list[str] = field(default_factory=list)
+
+    def origin(self, name: str) -> Origin:
+        return self.origins.get(name, DEFAULT_ORIGIN)
 
 
 _FIELD_NAMES = {f.name for f in fields(Settings)} - {"config", "config_file"}
@@ -167,6 +252,13 @@ _ENV_NAMES = {
     "native_dirs": "ONGRID_SKILLS_NATIVE_DIRS",
     "persona_dirs": "ONGRID_PERSONAS_DIRS",
 }
+
+
+def env_var(name: str) -> str:
+    """The environment variable of a setting: ``ONGRID_DATA_DIR`` for ``data_dir``."""
+    return _ENV_NAMES.get(name, "ONGRID_" + name.upper())
+
+
 _INT_FIELDS = {
     "default_timeout_seconds",
     "max_concurrent_executions",
@@ -176,6 +268,7 @@ _INT_FIELDS = {
     "web_session_max_seconds",
     "replica_lease_ttl_seconds",
     "event_flush_ms",
+    "fleet_ttl_seconds",
     "toolbag_deferral_threshold",
     "prompt_listing_max_chars",
     "llm_max_retries",
@@ -183,13 +276,22 @@ _INT_FIELDS = {
     "llm_max_tokens",
     "pack_max_files",
     "pack_max_unpacked_bytes",
+    "pack_fetch_timeout_seconds",
+    "pack_keep_seconds",
 }
-_ZERO_OK = {"execution_queue_size", "llm_max_retries", "prompt_listing_max_chars"}
-_BOOL_FIELDS = {"bundled_skills", "llm_stream"}
+_ZERO_OK = {
+    "execution_queue_size",
+    "llm_max_retries",
+    "prompt_listing_max_chars",
+    "pack_keep_seconds",
+}
+_BOOL_FIELDS = {"bundled_skills", "llm_stream", "pack_allow_http"}
+LOG_LEVELS = ("debug", "info", "warning", "error")
 LLM_PROVIDERS = ("openai", "anthropic")
 _LLM_KEY_FALLBACK = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 
 
+_PREFIX_RE = re.compile(r"[A-Za-z0-9_-]{1,32}")
 _NET_LIST_FIELDS = {"builtin_net_allow", "builtin_net_deny", "builtin_http_body_allow"}
 
 
@@ -201,6 +303,11 @@ def _coerce(name: str, value: Any) -> Any:
         for number, url in enumerate(urls, 1):
             _check_http_url(f"{name} entry {number}", url.strip())
         return tuple(url.strip() for url in urls if url.strip())
+    if name == "fleet_prefix":
+        text = str(value).strip()
+        if not _PREFIX_RE.fullmatch(text):
+            raise ConfigError(f"{name} must be letters, digits, _ or - (1-32), got {value!r}")
+        return text
     if name == "public_url":
         url = str(value).strip().rstrip("/")
         if not url:
@@ -215,6 +322,17 @@ def _coerce(name: str, value: Any) -> Any:
         if relative:
             raise ConfigError(f"{name} entries must be absolute paths, got {relative[0]!r}")
         return roots
+    if name == "pack_indexes":  # paths or URLs: commas or blanks, never ":" (URLs hold colons)
+        if isinstance(value, str):
+            entries = tuple(part for part in re.split(r"[,\s]+", value) if part)
+        elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+            entries = tuple(v.strip() for v in value if v.strip())
+        else:
+            raise ConfigError(f"{name} must be a list of paths or https:// URLs")
+        for entry in entries:
+            if "://" in entry and not entry.lower().startswith(("https://", "http://")):
+                raise ConfigError(f"{name}: {entry!r} is neither a path nor an https:// URL")
+        return entries
     if name in _NET_LIST_FIELDS:
         # Commas or blanks, never ":" (IPv6 addresses hold colons).
         if isinstance(value, str):
@@ -233,6 +351,11 @@ def _coerce(name: str, value: Any) -> Any:
         if text not in LLM_PROVIDERS:
             raise ConfigError(f"{name} must be openai or anthropic, got {value!r}")
         return text
+    if name == "log_level":
+        text = str(value).strip().lower()
+        if text not in LOG_LEVELS:
+            raise ConfigError(f"{name} must be one of {', '.join(LOG_LEVELS)}, got {value!r}")
+        return text
     if name in _BOOL_FIELDS:
         if isinstance(value, bool):
             return value
@@ -250,7 +373,9 @@ def _coerce(name: str, value: Any) -> Any:
         if number < 0 or (number == 0 and name not in _ZERO_OK):
             raise ConfigError(f"{name} must be positive, got {number}")
         return number
-    return None if value in ("", None) else str(value)
+    if value is not None and not isinstance(value, str):  # a TOML number, list or table
+        raise ConfigError(f"{name} must be a string, got {value!r}")
+    return value or None
 
 
 def _check_http_url(what: str, url: str, *, show: bool = False) -> None:

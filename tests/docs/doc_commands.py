@@ -6,7 +6,8 @@ to it), after environment assignments and ``env``/``sudo``, or after ``--`` (``c
 -- /opt/…/ongrid-skills …``), or as the server an ``npx … inspector`` starts (the inspector's own
 ``--method``/``--tool-name`` options are left to it). JSON blocks count where an object's
 ``command`` is ongrid-skills (MCP client configurations): its ``args`` are the command line.
-A bare ``ongrid-skills`` that is only a name (``claude mcp add … ongrid-skills URL``) is not.
+A bare ``ongrid-skills`` that is only a name (``claude mcp add … ongrid-skills URL``) is not,
+nor one run with ``_ONGRID_SKILLS_COMPLETE=…`` (it prints a shell's completion script).
 
 Inline code in the prose counts too when it is a whole command (`` `ongrid-skills audit verify` ``),
 not a synopsis: spans holding ``[``, ``|`` or ``…`` describe a syntax and are left out.
@@ -36,6 +37,8 @@ SUBSTITUTION = re.compile(r"\$\(([^()]*)\)")
 FENCE = re.compile(r"^(```+|~~~+)\s*([\w+-]*)[^\n]*$")
 INLINE = re.compile(r"(?<!`)`(ongrid-skills [^`]+)`(?!`)")
 SYNOPSIS = ("[", "|", "…", "...")
+#: Set, the program prints a completion script instead of running a command (docs/cli.md).
+COMPLETION_VARIABLE = "_ONGRID_SKILLS_COMPLETE="
 
 
 @dataclass(frozen=True)
@@ -142,7 +145,8 @@ def _ours(segment: list[str]) -> list[str] | None:
     """The arguments after ongrid-skills when this simple command runs it, else None."""
     words = list(segment)
     while words and (ASSIGNMENT.match(words[0]) or words[0] in PREFIXES or words[0] == "$"):
-        words.pop(0)
+        if words.pop(0).startswith(COMPLETION_VARIABLE):
+            return None
     if not words:
         return None
     if _is_program(words[0]):

@@ -237,6 +237,7 @@ EXTRACTED = [
     ("ongrid-skills: error: no such thing", []),
     ("echo 'unbalanced", []),
     ("make run && ongrid-skills list; ongrid-skills show x", [("list",), ("show", "x")]),
+    ('eval "$(_ONGRID_SKILLS_COMPLETE=bash_source ongrid-skills)"', []),
 ]
 
 

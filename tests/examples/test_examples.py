@@ -197,7 +197,7 @@ def test_shell_skills_share_one_json_args_decoder() -> None:
 
 def test_cli_lists_every_example_with_its_class_and_category(cli_env: dict[str, str]) -> None:
     proc = subprocess.run(
-        [str(CLI), "list", "--json"], capture_output=True, text=True, env=cli_env, timeout=60
+        [str(CLI), "list", "--json", "-v"], capture_output=True, text=True, env=cli_env, timeout=60
     )
     assert proc.returncode == 0, proc.stderr
     items = {item["name"]: item for item in json.loads(proc.stdout)["items"]}

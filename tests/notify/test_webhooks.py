@@ -485,12 +485,12 @@ def test_an_event_told_from_another_thread_is_delivered_too(
     assert titles(receiver.bodies()) == ["Approval requested", "Approval expired"]
 
 
-def test_without_webhooks_the_desk_has_only_its_live_feed_and_nothing_is_audited_about_them(
+def test_without_webhooks_the_desk_has_no_listener_and_nothing_is_audited_about_them(
     settings_for: Any, store: Store
 ) -> None:
     async def scenario() -> None:
         async with manager_on(settings_for(), store) as manager:
-            assert manager.desk.listeners == [manager.desk.feed.hear]
+            assert manager.desk.listeners == []
             await manager.submit("set_flag", ARGS, principal=OLGA)
 
     asyncio.run(scenario())

@@ -9,10 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import stat
-import tempfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +19,9 @@ import ongrid_skills
 from ongrid_skills import Settings, Skill
 from ongrid_skills.skills.discovery import LoadReport, load_external
 from ongrid_skills.skills.registry import build_registry
+from tests.support.unprivileged import run_unprivileged
 
 SCRIPT = "#!/bin/sh\ncat >/dev/null\necho '{\"ok\": true}'\n"
-NOBODY = 65534
 
 # --- helpers -------------------------------------------------------------------------------
 
@@ -439,59 +436,6 @@ def test_a_manifest_symlinked_to_a_file_inside_the_root_is_loaded_under_the_link
 
 
 # --- unreadable folders --------------------------------------------------------------------
-
-
-def run_unprivileged(fn: Callable[[], Any]) -> Any:
-    """Run ``fn`` in a forked child that dropped root to nobody; return its JSON result.
-
-    Root bypasses directory permissions, so an unreadable folder is only unreadable to an
-    unprivileged user. The child runs the already-imported loader: no interpreter of its own
-    is needed (the venv's Python may live under a home directory nobody cannot enter).
-    """
-    if os.geteuid() != 0:
-        return fn()
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        status = 0
-        try:
-            os.close(read_end)
-            os.setgroups([])
-            os.setgid(NOBODY)
-            os.setuid(NOBODY)
-            payload = json.dumps({"ok": fn()})
-        except BaseException as exc:
-            payload = json.dumps({"error": f"{type(exc).__name__}: {exc}"})
-            status = 1
-        finally:
-            try:
-                os.write(write_end, payload.encode())
-            finally:
-                os._exit(status)
-    os.close(write_end)
-    chunks = []
-    while chunk := os.read(read_end, 65536):
-        chunks.append(chunk)
-    os.close(read_end)
-    os.waitpid(pid, 0)
-    result = json.loads(b"".join(chunks) or b'{"error": "no output"}')
-    if "error" in result:
-        if result["error"].startswith("PermissionError"):
-            pytest.skip(f"cannot drop privileges to uid {NOBODY}: {result['error']}")
-        raise AssertionError(f"unprivileged child failed: {result['error']}")
-    return result["ok"]
-
-
-@pytest.fixture
-def world_readable_dir() -> Any:
-    """A fresh dir under /tmp that an unprivileged user can enter (tmp_path may not be)."""
-    base = tempfile.mkdtemp(dir="/tmp", prefix="ongrid-unreadable-")
-    os.chmod(base, 0o755)
-    yield Path(base)
-    for dirpath, dirnames, _ in os.walk(base):
-        for d in dirnames:
-            os.chmod(os.path.join(dirpath, d), 0o755)
-    shutil.rmtree(base)
 
 
 def test_an_unreadable_subfolder_is_logged_and_skipped_and_the_walk_goes_on(

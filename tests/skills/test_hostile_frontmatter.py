@@ -118,7 +118,7 @@ def test_show_answers_at_once_on_an_alias_bomb(tmp_path: Path) -> None:
         "ONGRID_DATA_DIR": str(tmp_path / "data"),
     }
     done = subprocess.run(
-        [venv_bin("ongrid-skills"), "show", "hostile", "--json"],
+        [venv_bin("ongrid-skills"), "show", "hostile", "--json", "-v"],  # -v: the loader lines
         capture_output=True,
         text=True,
         env=env,

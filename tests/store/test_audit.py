@@ -308,7 +308,9 @@ def test_the_cli_verifies_the_chain_and_lists_entries(
     assert f"{count} entries, intact" in err
     code, out, err = outcome(listing)
     assert code == 0, err
-    assert len(out.splitlines()) == count
+    header, *rows = out.splitlines()
+    assert header.split() == ["SEQ", "TIME", "ACTOR", "ACTION", "SUBJECT", "DATA"]
+    assert len(rows) == count
     assert "approval.requested" in out
     assert run["approval_id"] in out
     assert "execution.finished" in out

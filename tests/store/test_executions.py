@@ -28,8 +28,13 @@ def store(tmp_path: Path, database_url: str | None, key: Path) -> Iterator[Store
         yield s
 
 
-def insert(store: Store, status: Status = Status.RUNNING, replica: str | None = None) -> Execution:
-    execution = Execution(skill="peek", args={"x": "é ✓"}, status=status, requested_by="olga")
+def insert(
+    store: Store,
+    status: Status = Status.RUNNING,
+    replica: str | None = None,
+    requested_by: str = "olga",
+) -> Execution:
+    execution = Execution(skill="peek", args={"x": "é ✓"}, status=status, requested_by=requested_by)
     with store.tx() as conn:
         store.executions.insert(conn, execution, args_hash="h", replica_id=replica)
     return execution
@@ -66,6 +71,16 @@ def test_pages_go_newest_first_through_their_cursors(store: Store) -> None:
     assert [e.id for e in first + second] == list(reversed(made))
     assert end is None
     assert store.executions.count_by_status() == {"running": 5}
+
+
+def test_a_page_of_one_requesters_calls_keeps_to_them_through_its_cursor(store: Store) -> None:
+    olga = [insert(store).id for _ in range(3)]
+    insert(store, requested_by="oscar")
+    first, cursor = store.executions.page(limit=2, requested_by="olga")
+    second, end = store.executions.page(limit=2, requested_by="olga", cursor=cursor)
+    assert [e.id for e in first + second] == list(reversed(olga))
+    assert end is None
+    assert store.executions.page(requested_by="nobody") == ([], None)
 
 
 def test_of_many_claims_of_one_approved_call_at_once_exactly_one_wins(

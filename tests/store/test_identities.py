@@ -27,7 +27,7 @@ def token_cli(data: Path, *args: str) -> Result:
 
 
 def create(data: Path, name: str, role: str = "admin") -> Result:
-    return token_cli(data, "create", "--role", role, "--name", name)
+    return token_cli(data, "create", "--init", "--role", role, "--name", name)
 
 
 def listed_names(data: Path) -> list[str]:

@@ -74,6 +74,14 @@ def test_last_use_is_written_at_most_once_a_minute(store: Store) -> None:
     assert seen_at() == later
 
 
+def test_a_check_that_does_not_touch_the_session_lets_it_go_idle(store: Store) -> None:
+    _token, info = store.tokens.create("vera", Role.VIEWER)
+    session_id, opened = store.sessions.open(info, lifetime=10 * HOUR)
+    start = opened.created_at
+    assert store.sessions.find(session_id, idle=900, now=start + 800, touch=False) is not None
+    assert store.sessions.find(session_id, idle=900, now=start + 1000, touch=False) is None
+
+
 def test_revoking_a_token_ends_its_sessions_and_a_new_role_shows_at_once(store: Store) -> None:
     _token, info = store.tokens.create("olga", Role.OPERATOR)
     session_id, _opened = store.sessions.open(info, lifetime=HOUR)

@@ -111,6 +111,7 @@ def build_tree(base: Path) -> tuple[Path, Path, Path]:
     write_skill(root, "sleeper", SLEEPER, schema=DIR_SCHEMA, timeout_seconds=60)
     write_skill(root, "mutate", MUTATE, **{"class": "mutating"})
     write_skill(root, "nuke", MUTATE, **{"class": "dangerous"})
+    (write_skill(root, "noexec") / "run").chmod(0o644)  # refused by the loader
     for name, mode in PERSONAS.items():
         (personas / f"{name}.md").write_text(
             f"---\nname: {name}\ndescription: {name}\nwhen_to_use: tests\n"

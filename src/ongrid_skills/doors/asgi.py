@@ -15,6 +15,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ongrid_skills.doors.rest import build_rest_app
 from ongrid_skills.doors.rest.auth import Authenticator
+from ongrid_skills.doors.rest.pack_routes import upload_limit
 from ongrid_skills.doors.web import build_web_app
 from ongrid_skills.execution.runner import Runner
 from ongrid_skills.runtime import open_manager, reload_triggers
@@ -57,7 +58,7 @@ def create_app(
             ):
                 yield
 
-    app = build_rest_app(lifespan)
+    app = build_rest_app(lifespan, upload_limit=upload_limit(settings))
     app.router.routes.append(mcp_route())  # MCP over streamable HTTP; not in PUBLIC_PATHS
     app.add_middleware(ConsoleFirst, console=web)  # outermost: before the token gate
     app.state.console = web

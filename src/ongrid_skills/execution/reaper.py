@@ -40,6 +40,8 @@ import threading
 import time
 from collections.abc import Collection
 
+from ongrid_skills.execution.sentinel import proc_stat
+
 PR_SET_CHILD_SUBREAPER = 36
 _MAX_PASSES = 8  # depth of a detached process tree a single sweep unwinds
 _LIST_BYTES = 65536  # a longer list of children is read in full by the sweep
@@ -121,10 +123,10 @@ class OrphanReaper:
             for pid in _children(self.pid):
                 if pid in self.live or pid in seen:
                     continue
-                info = _stat(pid)
+                info = proc_stat(pid)
                 if info is None:
                     continue
-                sid, start = info
+                _state, _group, sid, start = info
                 if sid == self.own_sid or sid in self.live:
                     continue
                 if sid not in ours and any(start >= began - 1 for began in self.live.values()):
@@ -195,18 +197,6 @@ def _children(pid: int) -> list[int]:
         except OSError:
             continue
     return found
-
-
-def _stat(pid: int) -> tuple[int, float] | None:
-    """(session id, start time in boot ticks) of a process, or None when it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            raw = fh.read()
-    except OSError:
-        return None
-    fields = raw[raw.rfind(b")") + 2 :].split()
-    # fields[0] is the state (field 3 of proc(5)); session is field 6, starttime field 22.
-    return int(fields[3]), float(fields[19])
 
 
 def _reap_soon(pid: int) -> None:

@@ -13,14 +13,21 @@ The modules, from the bytes up (docs/packs.md is the user's side of the same):
 - :mod:`.signature` — the signature file and the Ed25519 signature of a digest;
 - :mod:`.source` — :func:`stage`: a folder or an archive → a checked copy in a staging folder;
 - :mod:`.trust` — :func:`judge`, :func:`verify_path`, :func:`sign_path`;
-- :mod:`.build` — :func:`build_archive`: a reproducible ``<id>-<version>.tar.gz``.
+- :mod:`.build` — :func:`build_archive`: a reproducible ``<id>-<version>.tar.gz``;
+- :mod:`.fetch`, :mod:`.git`, :mod:`.sources` — where a pack comes from: bounded downloads,
+  shallow clones that run nothing, a SOURCE → a candidate on this host;
+- :mod:`.index` — marketplace ``index.json`` files: reading, merging, resolving, building;
+- :mod:`.home`, :mod:`.records`, :mod:`.install` — the installed packs of a data dir: the
+  folders and links, the record (a port the store implements), the all-or-nothing transaction;
+- :mod:`.service` — :class:`~.service.Packs`: the pack commands of every door.
 
-The flow of an install (built on this package): ``stage(source, into)`` → ``judge(...)`` (the
-caller's policy on ``unsigned``/``untrusted``) → ``inspect_pack(staged.detected)`` →
-``contents.raise_for_errors`` → rename ``staged.staging`` into place, or ``staged.discard()``.
+The flow of an install (:mod:`.install`): ``stage(source, into)`` → ``judge(...)`` (the trust
+policy on ``unsigned``/``untrusted``) → ``inspect_pack(staged.detected)`` →
+``contents.raise_for_errors`` → the name check → record, place, switch the active link, commit.
 
 It sits beside ``skills`` (whose loader and lint it uses): it must never import a door, the
-manager, the runtime, the store or execution, and never registers or runs a skill itself.
+manager, the runtime, the store or execution, and never registers or runs a skill itself (a
+registry finds installed packs through their links: :mod:`ongrid_skills.skills.packroots`).
 """
 
 from ongrid_skills.packs.build import BuiltPack, build_archive

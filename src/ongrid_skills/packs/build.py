@@ -19,15 +19,13 @@ must never write anything but that one archive.
 from __future__ import annotations
 
 import gzip
-import os
 import tarfile
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from ongrid_skills.errors import PackError
 from ongrid_skills.packs.contents import PackContents, inspect_pack
-from ongrid_skills.packs.files import EXECUTABLE, Limits, PackFile, walk_folder
+from ongrid_skills.packs.files import EXECUTABLE, Limits, PackFile, replacing, walk_folder
 from ongrid_skills.packs.manifest import PackManifest
 from ongrid_skills.packs.source import staged
 
@@ -85,27 +83,19 @@ def write_tar_gz(root: Path, target: Path, top: str, limits: Limits) -> None:
         listed + [(f.path, f) for f in files],
         key=lambda entry: entry[0].encode("utf-8").split(b"/"),
     )
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    try:
-        with (
-            os.fdopen(fd, "wb") as raw,
-            gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=MTIME, compresslevel=9) as gz,
-            tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar,
-        ):
-            tar.addfile(_info(top, None))
-            for path, file in entries:
-                info = _info(f"{top}/{path}", file)
-                if file is None:
-                    tar.addfile(info)
-                    continue
-                with open(root / path, "rb") as data:
-                    tar.addfile(info, data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with (
+        replacing(target) as raw,
+        gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=MTIME, compresslevel=9) as gz,
+        tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar,
+    ):
+        tar.addfile(_info(top, None))
+        for path, file in entries:
+            info = _info(f"{top}/{path}", file)
+            if file is None:
+                tar.addfile(info)
+                continue
+            with open(root / path, "rb") as data:
+                tar.addfile(info, data)
 
 
 def _info(name: str, file: PackFile | None) -> tarfile.TarInfo:

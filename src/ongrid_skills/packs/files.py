@@ -33,9 +33,13 @@ from __future__ import annotations
 import os
 import re
 import stat
+import tempfile
 import unicodedata
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from ongrid_skills.errors import UnsafePack
 from ongrid_skills.settings import Settings
@@ -215,3 +219,19 @@ def _shown(name: str) -> str:
     """``name`` printable in a message: control characters and bad bytes escaped."""
     text = name.encode("utf-8", "backslashreplace").decode("utf-8")
     return _CONTROL_RE.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+@contextmanager
+def replacing(target: Path) -> Iterator[BinaryIO]:
+    """A new file, written in the block, that replaces ``target`` (mode 644) in one rename when
+    the block ends; when the block fails it is removed and ``target`` is left as it was."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            yield fh
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

@@ -19,13 +19,12 @@ the digest verified are those of exactly the files an install would install.
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from ongrid_skills.packs.files import SIGNATURE_FILE, Limits
+from ongrid_skills.packs.files import SIGNATURE_FILE, Limits, replacing
 from ongrid_skills.packs.keys import SigningKey, TrustedKeys
 from ongrid_skills.packs.manifest import PackManifest
 from ongrid_skills.packs.signature import PackSignature, beside, sign
@@ -121,16 +120,8 @@ def sign_path(
 
 
 def write_atomic(target: Path, text: str) -> None:
-    """Write ``text`` to ``target`` through a temporary file renamed over it."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """Write ``text`` to ``target`` through a temporary file renamed over it (synced first)."""
+    with replacing(target) as fh:
+        fh.write(text.encode("utf-8"))
+        fh.flush()
+        os.fsync(fh.fileno())

@@ -46,15 +46,63 @@ def default_sink(line: str) -> None:
     LOG.info(line)
 
 
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """One file or folder a load skipped, and why (``GET /v1/loader`` lists them).
+
+    ``what`` is ``skill.json``, ``SKILL.md``, ``persona`` or ``dir``; ``kind`` is ``parse`` or
+    ``build`` (a refused file: ``error`` holds it), ``duplicate`` (a name already taken: not an
+    error) or ``dir``; ``log_line`` is the loader line that reported it."""
+
+    what: str
+    kind: str
+    path: str
+    reason: str
+    log_line: str
+    name: str | None = None
+    error: ManifestError | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        err = self.error
+        return {
+            "what": self.what,
+            "kind": self.kind,
+            "path": self.path,
+            "name": self.name,
+            "reason": self.reason,
+            "line": err.line if err is not None else None,
+            "column": err.column if err is not None else None,
+            "log_line": self.log_line,
+        }
+
+
 @dataclass(slots=True)
 class LoadReport:
-    """What a load found: log lines (without the prefix), errors, counts."""
+    """What a load found: log lines (without the prefix), errors, what it skipped, counts."""
 
     lines: list[str] = field(default_factory=list)
     errors: list[ManifestError] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
     registered: int = 0
     duplicates: int = 0
     skipped_dirs: int = 0
+
+    def failure(self, name: str, what: tuple[str, ...] = ("skill.json", "SKILL.md")) -> str | None:
+        """Why a file that would have given ``name`` was refused, if one was: a file whose
+        declared name is ``name``, else one in a folder named after it (a file that could not
+        be parsed has no name). None when no refused file matches."""
+        by_folder = None
+        for item in self.skipped:
+            if item.error is None or item.what not in what:
+                continue
+            if item.name == name:
+                return f"{item.reason} (in {item.path})"
+            stem = os.path.basename(os.path.dirname(item.path))
+            if item.what == "persona":
+                stem = os.path.splitext(os.path.basename(item.path))[0]
+            if by_folder is None and stem.lower().replace("-", "_") == name:
+                by_folder = f"{item.reason} (in {item.path})"
+        return by_folder
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,9 +116,10 @@ class Root:
 class Walker:
     """Collects the log lines of one load and forwards them to a sink as they happen."""
 
-    def __init__(self, sink: LogSink | None, report: LoadReport) -> None:
+    def __init__(self, sink: LogSink | None, report: LoadReport, what: str = "skill.json") -> None:
         self.sink = sink or default_sink
         self.report = report
+        self.what = what  # the kind of file this walk loads, for the report's skipped list
 
     def log(self, message: str) -> None:
         """Record one loader line and pass it to the sink, prefixed."""
@@ -85,23 +134,21 @@ class Walker:
         """The usable roots among ``dirs``, in order; every one skipped is logged with why."""
         for raw in dirs:
             if not os.path.isabs(raw):
-                self.log(f'skip non-absolute dir "{raw}"')
-                self.report.skipped_dirs += 1
+                self.skip_dir(raw, "not an absolute path", f'skip non-absolute dir "{raw}"')
                 continue
             shown = os.path.normpath(raw)
             try:
                 st = os.stat(shown)
             except FileNotFoundError:
-                self.log(f"dir {shown} not present, skipping")
-                self.report.skipped_dirs += 1
+                self.skip_dir(shown, "not present", f"dir {shown} not present, skipping")
                 continue
             except OSError as exc:
-                self.log(f"dir {shown} cannot be read ({exc.strerror}), skipping")
-                self.report.skipped_dirs += 1
+                why = f"cannot be read ({exc.strerror})"
+                self.skip_dir(shown, why, f"dir {shown} {why}, skipping")
                 continue
             if not stat.S_ISDIR(st.st_mode):
-                self.log(f"dir {shown} is not a directory, skipping")
-                self.report.skipped_dirs += 1
+                why = "not a directory"
+                self.skip_dir(shown, why, f"dir {shown} is {why}, skipping")
                 continue
             yield Root(shown, os.path.realpath(shown))
 
@@ -141,8 +188,8 @@ class Walker:
             with os.scandir(real_dir) as it:
                 entries = sorted(it, key=lambda e: e.name)
         except OSError as exc:
-            self.log(f"skip unreadable dir {shown_dir}: {exc.strerror or exc}")
-            self.report.skipped_dirs += 1
+            why = f"{exc.strerror or exc}"
+            self.skip_dir(shown_dir, why, f"skip unreadable dir {shown_dir}: {why}")
             return None
         if shown_dir == real_dir:  # the usual case: an entry's path is the path shown
             return ((e.path, e) for e in entries)
@@ -169,9 +216,32 @@ class Walker:
             return None
         return real
 
-    def _fail(self, err: ManifestError) -> None:
+    def skip_dir(self, path: str, reason: str, message: str) -> None:
+        """Log a root or folder that is not walked, and keep it in the report."""
+        self.log(message)
+        self.report.skipped_dirs += 1
+        line = PREFIX + self.report.lines[-1]
+        self.report.skipped.append(Skipped("dir", "dir", path, reason, line))
+
+    def refuse(self, err: ManifestError, prefix: str = "") -> None:
+        """Log a refused file and keep it in the report (its error, path and loader line)."""
         self.report.errors.append(err)
-        self.log(format_error(err))
+        self.log(prefix + format_error(err))
+        line = PREFIX + self.report.lines[-1]
+        name = err.name or None
+        self.report.skipped.append(
+            Skipped(self.what, err.kind, err.path, err.message, line, name, err)
+        )
+
+    def duplicate(self, name: str | None, path: str, reason: str, message: str) -> None:
+        """Log a file not loaded because another one came first (a name already taken, a
+        second skill file in a folder), and keep it in the report: not an error."""
+        self.log(message)
+        line = PREFIX + self.report.lines[-1]
+        self.report.skipped.append(Skipped(self.what, "duplicate", path, reason, line, name))
+
+    def _fail(self, err: ManifestError) -> None:
+        self.refuse(err)
 
 
 def format_error(err: ManifestError) -> str:
@@ -204,12 +274,12 @@ def load_external(
                 )
             except ManifestError as err:
                 err.path = shown
-                report.errors.append(err)
-                walker.log(format_error(err))
+                walker.refuse(err)
                 continue
             if skill.name in skills:
                 report.duplicates += 1
-                walker.log(f'skill "{skill.name}" already registered, skipping {shown}')
+                message = f'skill "{skill.name}" already registered, skipping {shown}'
+                walker.duplicate(skill.name, shown, _TAKEN.format(skill.name), message)
                 continue
             skills[skill.name] = skill
             count += 1
@@ -225,7 +295,7 @@ def load_personas(
     sink: LogSink | None = None,
 ) -> int:
     """Load persona files (``*.md``) under ``dirs``; the first of a name wins."""
-    walker = Walker(sink, report)
+    walker = Walker(sink, report, "persona")
     count = 0
     for root in walker.roots(dirs):
         for shown, real in walker.files(root, lambda name: name.endswith(".md")):
@@ -233,11 +303,11 @@ def load_personas(
                 persona = load_persona(real)
             except ManifestError as err:
                 err.path = shown
-                report.errors.append(err)
-                walker.log("persona " + format_error(err))
+                walker.refuse(err, "persona ")
                 continue
             if persona.name in personas:
-                walker.log(f'persona "{persona.name}" already registered, skipping {shown}')
+                message = f'persona "{persona.name}" already registered, skipping {shown}'
+                walker.duplicate(persona.name, shown, _TAKEN.format(persona.name), message)
                 continue
             personas[persona.name] = persona
             count += 1
@@ -261,7 +331,7 @@ def load_native(
     the walk (``SKILL.md``) is the skill and the other gets a loader line saying so. Two names
     that differ as written but collide once normalised get one line naming both files.
     """
-    walker = Walker(sink, report)
+    walker = Walker(sink, report, "SKILL.md")
     count = 0
     for root in walker.roots(dirs):
         packs = PackNames(root.real, root.shown, walker.log)
@@ -269,7 +339,8 @@ def load_native(
         for shown, real in walker.files(root, is_skill_file):
             folder = os.path.dirname(shown)
             if folder in folders:
-                walker.log(f"skip {shown}: {folders[folder]} is the skill file of this folder")
+                why = f"{folders[folder]} is the skill file of this folder"
+                walker.duplicate(None, shown, why, f"skip {shown}: {why}")
                 continue
             folders[folder] = shown
             try:
@@ -285,15 +356,15 @@ def load_native(
                 )
             except ManifestError as err:
                 err.path = shown
-                report.errors.append(err)
-                walker.log(format_error(err))
+                walker.refuse(err)
                 continue
             for _key, message in doc.warnings:
                 walker.log(f"warning {shown}: {message}")
             for skill in doc.skills:
                 if skill.name in skills:
                     report.duplicates += 1
-                    walker.log(_duplicate_line(skills[skill.name], skill, shown))
+                    line = _duplicate_line(skills[skill.name], skill, shown)
+                    walker.duplicate(skill.name, shown, _TAKEN.format(skill.name), line)
                     continue
                 skills[skill.name] = skill
                 count += 1
@@ -302,6 +373,9 @@ def load_native(
                 walker.log(f'registered {what} skill "{skill.name}" from {shown}{note}')
     report.registered += count
     return count
+
+
+_TAKEN = '"{}" is already registered (the first one found wins)'
 
 
 def _duplicate_line(kept: Skill, skipped: Skill, shown: str) -> str:

@@ -15,6 +15,61 @@ from ongrid_skills.paths import Fingerprint, content_digest, fingerprint
 from ongrid_skills.skills.schemas import EMPTY_OBJECT_SCHEMA, validate_args, validator_for
 from ongrid_skills.types import DEFAULT_TIMEOUT_SECONDS, SkillClass
 
+#: Where a skill runs (SPEC §17): on the manager (the default), or on the host an edge worker
+#: runs on (``host``; SKILL.md also says ``edge``). Without a fleet, a host skill runs locally.
+SCOPE_MANAGER = "manager"
+SCOPE_HOST = "host"
+_SCOPES = {"manager": SCOPE_MANAGER, "host": SCOPE_HOST, "edge": SCOPE_HOST}
+#: The argument the manager adds to a host skill's schema: where the call runs.
+HOST_ARG = "host"
+
+
+def parse_scope(value: object) -> str | None:
+    """``manager``, ``host`` or ``edge`` (the same as ``host``), any case; None otherwise.
+
+    >>> parse_scope("Edge"), parse_scope("pod")
+    ('host', None)
+    """
+    return _SCOPES.get(value.strip().lower()) if isinstance(value, str) else None
+
+
+def scope_problem(scope: str, schema: dict[str, Any], kind: str) -> str | None:
+    """Why a skill of this scope, schema and kind cannot be loaded, or None."""
+    if scope != SCOPE_HOST:
+        return None
+    if kind == "instructions":
+        return "scope host needs a tool that runs (an exec: or builtin: impl), not instructions"
+    properties = schema.get("properties")
+    if isinstance(properties, dict) and HOST_ARG in properties:
+        return (
+            f"a host-scoped skill cannot declare an argument named {HOST_ARG!r}: the manager "
+            "adds it (the host the call runs on)"
+        )
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where a host-scoped skill that edge workers announce may run (built by the fleet).
+
+    ``definition_hash`` is the definition offered (held by the most online hosts), ``hosts`` the
+    online hosts holding it (the ``host`` enum), ``variants`` every definition seen under the
+    name with its hosts, the offered one first: two definitions are shown, never merged.
+    """
+
+    definition_hash: str
+    hosts: tuple[str, ...]
+    variants: tuple[tuple[str, tuple[str, ...]], ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "hosts": list(self.hosts),
+            "definitions": [
+                {"definition_hash": h, "hosts": list(hs), "offered": h == self.definition_hash}
+                for h, hs in self.variants
+            ],
+        }
+
 
 @dataclass(frozen=True, slots=True)
 class SpawnTarget:
@@ -69,6 +124,8 @@ class Skill:
     declared_name: str | None = None
     aliases: tuple[str, ...] = ()
     base_dir: str | None = None
+    scope: str = SCOPE_MANAGER
+    placement: Placement | None = None  # set on the manager for skills edge workers announce
     _validator: jsonschema_rs.Validator | None = None
     _load_hash: str | None = None
 
@@ -98,6 +155,8 @@ class Skill:
                 "fingerprint": list(target.fingerprint or ()) if target else None,
                 "origin": self.origin,
             }
+            if self.scope != SCOPE_MANAGER:  # absent for the default: older hashes still hold
+                body["scope"] = self.scope
             raw = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
             self._load_hash = hashlib.sha256(raw).hexdigest()
         return self._load_hash
@@ -108,6 +167,8 @@ class Skill:
         are bound to it. The entry is read on first use (a request, a run), not at load; each
         use checks the file is still the one loaded (one ``stat``), so an entry rewritten in
         place gives another hash (with its mtime put back too: the ctime tells)."""
+        if self.placement is not None:  # announced by workers: the offered definition's hash
+            return self.placement.definition_hash
         if self.target is None:
             return self.load_hash
         content = self.target.content_digest()  # None: changed since load, or unreadable
@@ -129,6 +190,8 @@ class Skill:
             "unavailable_reason": self.unavailable_reason,
             "when_to_use": self.when_to_use,
             "extra": self.extra,
+            "scope": self.scope,
+            **({"placement": self.placement.to_dict()} if self.placement else {}),
         }
 
 

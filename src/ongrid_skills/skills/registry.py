@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import gc
 import json
+import os
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
@@ -42,6 +43,7 @@ class Registry:
         "_personas",
         "_skills",
         "config",
+        "pack_roots",
         "report",
     )
 
@@ -51,7 +53,12 @@ class Registry:
         personas: Mapping[str, Persona] | None = None,
         report: LoadReport | None = None,
         config: Mapping[str, str] | None = None,
+        pack_roots: tuple[str, ...] = (),
+        *,
+        inherit: Registry | None = None,
     ) -> None:
+        """``inherit``: a previous snapshot whose serialised summaries are kept for the skills
+        that are the very same objects here (the fleet rebuilds its merged view often)."""
         self._skills: Mapping[str, Skill] = MappingProxyType(dict(skills))
         self._names = tuple(sorted(self._skills))
         aliases: dict[str, str] = {}
@@ -65,7 +72,14 @@ class Registry:
         self.report = report or LoadReport()
         self._index: SearchIndex | None = None
         self._json: dict[str, str] = {}
+        if inherit is not None:
+            before = inherit._skills
+            for name, text in inherit._json.items():
+                if before.get(name) is self._skills.get(name):
+                    self._json[name] = text
         self.config: Mapping[str, str] = config if config is not None else {}
+        #: The folders of the installed packs this snapshot loaded (skills/packroots.py).
+        self.pack_roots = pack_roots
 
     def __len__(self) -> int:
         return len(self._skills)
@@ -86,7 +100,7 @@ class Registry:
         try:
             return self._skills[name]
         except KeyError:
-            raise UnknownSkill(name) from None
+            raise UnknownSkill(name, self.report.failure(name)) from None
 
     def lookup(self, name: str) -> Skill | None:
         """A skill by its name or an alias (the name its author wrote, ``pack:name``)."""
@@ -99,7 +113,7 @@ class Registry:
         """Like :meth:`get`, aliases included."""
         skill = self.lookup(name)
         if skill is None:
-            raise UnknownSkill(name)
+            raise UnknownSkill(name, self.report.failure(name))
         return skill
 
     def persona(self, name: str) -> Persona:
@@ -107,7 +121,7 @@ class Registry:
         try:
             return self._personas[name]
         except KeyError:
-            raise UnknownPersona(name) from None
+            raise UnknownPersona(name, self.report.failure(name, ("persona",))) from None
 
     def list(
         self,
@@ -212,13 +226,16 @@ def build_registry(
     sink: LogSink | None = None,
     extra: Iterable[Skill] = (),
     default_timeout: int = DEFAULT_TIMEOUT_SECONDS,
+    pack_roots: Iterable[str] = (),
 ) -> Registry:
     """Load everything into a fresh Registry.
 
     Order (the first of a name wins): ``extra``, the internal catalogue tools and the bundled
     SKILL.md catalogue (``bundled``), ``native_dirs`` (SKILL.md), ``external_dirs``
-    (skill.json), then personas.
+    (skill.json), the installed packs (``pack_roots``: SKILL.md then skill.json under each),
+    then personas (``persona_dirs``, then each pack's ``agents/``).
     """
+    packs = tuple(pack_roots)
     report = LoadReport()
     skills: dict[str, Skill] = {s.name: s for s in extra}
     config = config if config is not None else {}
@@ -238,9 +255,14 @@ def build_registry(
         list(native_dirs), skills, report, sink, config=config, default_timeout=default_timeout
     )
     load_external(list(external_dirs), skills, report, sink, default_timeout=default_timeout)
+    if packs:
+        timeout = default_timeout
+        load_native(list(packs), skills, report, sink, config=config, default_timeout=timeout)
+        load_external(list(packs), skills, report, sink, default_timeout=default_timeout)
     personas: dict[str, Persona] = {DEFAULT_PERSONA.name: DEFAULT_PERSONA}
-    load_personas(list(persona_dirs), personas, report, sink)
-    return Registry(skills, personas, report, config)
+    agents = [os.path.join(root, "agents") for root in packs]
+    load_personas([*persona_dirs, *(a for a in agents if os.path.isdir(a))], personas, report, sink)
+    return Registry(skills, personas, report, config, packs)
 
 
 class RegistryHolder:

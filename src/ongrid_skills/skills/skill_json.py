@@ -29,7 +29,7 @@ from ongrid_skills.paths import (
     fingerprint,
     read_regular,
 )
-from ongrid_skills.skills.model import Skill, SpawnTarget
+from ongrid_skills.skills.model import SCOPE_MANAGER, Skill, SpawnTarget, parse_scope, scope_problem
 from ongrid_skills.skills.schemas import (
     EMPTY_OBJECT_SCHEMA,
     MAX_DOCUMENT_DEPTH,
@@ -53,6 +53,7 @@ KNOWN_FIELDS = (
     "timeout_seconds",
     "class",
     "category",
+    "scope",
 )
 
 
@@ -290,6 +291,14 @@ def build_skill(
     if not isinstance(category, str) or not category.strip():
         raise fail("category must be a non-blank string", "category")
 
+    raw_scope = obj.get("scope", SCOPE_MANAGER)
+    scope = parse_scope(raw_scope)
+    if scope is None:
+        raise fail(f"scope must be manager or host, got {json.dumps(raw_scope)}", "scope")
+    problem = scope_problem(scope, schema, "subprocess")
+    if problem is not None:
+        raise fail(problem, "scope")
+
     target, print_ = _resolve_entry(entry, loc, fail)
     return Skill(
         name=name,
@@ -301,6 +310,7 @@ def build_skill(
         schema=schema,
         timeout_seconds=timeout or default_timeout,
         origin=loc.path,
+        scope=scope,
         target=SpawnTarget(
             entry=target,
             root=loc.root,

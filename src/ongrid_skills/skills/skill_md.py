@@ -35,7 +35,7 @@ from ongrid_skills.skills.aliases import aliases_of
 from ongrid_skills.skills.declared import cap_extra, cap_text
 from ongrid_skills.skills.frontmatter import parse_frontmatter, read_text
 from ongrid_skills.skills.impls import resolve
-from ongrid_skills.skills.model import Skill, SpawnTarget
+from ongrid_skills.skills.model import SCOPE_MANAGER, Skill, SpawnTarget, parse_scope, scope_problem
 from ongrid_skills.skills.requirements import (
     OPENCLAW_KEYS,
     metadata_mapping,
@@ -133,6 +133,7 @@ def load_skill_md(
     if metadata is None:
         raise fail("metadata must be a mapping", "metadata", name)
     activation, keywords = _activation(meta, metadata, fail, name, doc)
+    scope = _scope(metadata, fail, name)
     problem = ongrid_unmet(metadata, config, fail, name)
     claw = openclaw_block(metadata)
     if problem is None and claw is not None:
@@ -168,8 +169,12 @@ def load_skill_md(
         # Canonical already: ``path`` is under the canonical root, reached without entering a
         # symlinked folder (or it is the resolved target of a symlinked SKILL.md).
         "base_dir": folder,
+        "scope": scope,
     }
     if tools is None or tools == []:
+        problem_scope = scope_problem(scope, EMPTY_OBJECT_SCHEMA, "instructions")
+        if problem_scope is not None:
+            raise fail(problem_scope, "metadata", name)
         doc.skills.append(
             Skill(
                 name=name,
@@ -226,6 +231,18 @@ def _optional_text(meta: dict[str, Any], key: str, fail: Any, name: str) -> str 
     if not isinstance(value, str):
         raise fail(f"{key} must be a string", key, name)
     return value.strip() or None
+
+
+def _scope(metadata: dict[str, Any], fail: Any, name: str) -> str:
+    """``metadata.ongrid.scope``: manager (the default), host or edge (the same as host)."""
+    ongrid = metadata.get("ongrid")
+    raw = ongrid.get("scope", SCOPE_MANAGER) if isinstance(ongrid, dict) else SCOPE_MANAGER
+    scope = parse_scope(raw)
+    if scope is None:
+        raise fail(
+            f"metadata.ongrid.scope must be manager, host or edge, got {raw!r}", "metadata", name
+        )
+    return scope
 
 
 def _activation(
@@ -345,6 +362,9 @@ def _tool(
         )
     else:
         raise fail(f"{where}.impl kind {kind!r} is not builtin or exec", "tools", tname)
+    issue = scope_problem(skill.scope, skill.schema, skill.kind)
+    if issue is not None:
+        raise fail(f"{where}: {issue}", "tools", tname)
     return skill
 
 

@@ -239,9 +239,11 @@ class ExecutionRepo:
         limit: int = 50,
         cursor: str | None = None,
         id_prefix: str | None = None,
+        requested_by: str | None = None,
     ) -> tuple[list[Execution], str | None]:
         """Newest first; ``cursor`` is the opaque value of the previous page's ``next_cursor``;
-        ``id_prefix``: only the executions whose id starts with these hex digits."""
+        ``id_prefix``: only the executions whose id starts with these hex digits;
+        ``requested_by``: only those this principal asked for."""
         query = select(_EXEC).order_by(_EXEC.c.created_at.desc(), _EXEC.c.id.desc())
         if id_prefix:
             query = query.where(id_starts_with(_EXEC.c.id, id_prefix))
@@ -249,6 +251,8 @@ class ExecutionRepo:
             query = query.where(_EXEC.c.skill == skill)
         if status:
             query = query.where(_EXEC.c.status == status)
+        if requested_by:
+            query = query.where(_EXEC.c.requested_by == requested_by)
         if cursor:
             created, ident = decode_cursor(cursor)
             query = query.where(

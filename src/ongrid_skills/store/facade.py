@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection
 
@@ -19,6 +20,9 @@ from ongrid_skills.store.executions import ExecutionRepo
 from ongrid_skills.store.leases import LeaseRepo
 from ongrid_skills.store.sessions import SessionRepo
 from ongrid_skills.store.tokens import TokenRepo
+
+if TYPE_CHECKING:
+    from ongrid_skills.store.packs import PackRepo
 
 
 class Store:
@@ -51,6 +55,13 @@ class Store:
         """A read connection (see :meth:`Database.read`)."""
         with self.db.read() as conn:
             yield conn
+
+    def packs(self, home: str) -> PackRepo:
+        """The installed packs of the data dir ``home`` (see ongrid_skills.packs.home)."""
+        # Imported here: the packs library (cryptography) is for the commands that use packs.
+        from ongrid_skills.store.packs import PackRepo  # noqa: PLC0415
+
+        return PackRepo(self.db, self.audit, home)
 
     def close(self) -> None:
         self.audit.close()  # the last anchor is written before the database goes

@@ -223,4 +223,45 @@ class ReplicaRow(Base):
     expires_at: Mapped[float] = mapped_column(Float)
 
 
+class PackVersionRow(Base):
+    """One installed version of a pack (migration 0006). ``home`` is the id of the data dir
+    whose ``packs/`` holds its files: on a shared database each replica records its own."""
+
+    __tablename__ = "pack_versions"
+
+    home: Mapped[str] = mapped_column(String(32), primary_key=True)
+    pack_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    version: Mapped[str] = mapped_column(String(128), primary_key=True)
+    digest: Mapped[str] = mapped_column(String(71))
+    source: Mapped[str] = mapped_column(Text)
+    signer: Mapped[str | None] = mapped_column(String(64))
+    trust: Mapped[str] = mapped_column(String(16))
+    layout: Mapped[str] = mapped_column(String(24))
+    description: Mapped[str] = mapped_column(Text)
+    homepage: Mapped[str | None] = mapped_column(Text)
+    skills: Mapped[Any] = mapped_column(JSON)
+    personas: Mapped[Any] = mapped_column(JSON)
+    keep_seconds: Mapped[int] = mapped_column(Integer)
+    installed_by: Mapped[str] = mapped_column(String(128))
+    installed_at: Mapped[float] = mapped_column(Float)
+    activated_at: Mapped[float | None] = mapped_column(Float)
+    withdrawn_at: Mapped[float | None] = mapped_column(Float)
+
+
+class PackChangeRow(Base):
+    """A change of a pack's active version begun and not yet committed or aborted (migration
+    0006): at most one per pack and data dir (see ongrid_skills.packs.records)."""
+
+    __tablename__ = "pack_changes"
+
+    home: Mapped[str] = mapped_column(String(32), primary_key=True)
+    pack_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    action: Mapped[str] = mapped_column(String(16))
+    from_version: Mapped[str | None] = mapped_column(String(128))
+    to_version: Mapped[str | None] = mapped_column(String(128))
+    actor: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[float] = mapped_column(Float)
+    details: Mapped[Any] = mapped_column(JSON)
+
+
 Index("ix_executions_status_created", ExecutionRow.status, ExecutionRow.created_at)

@@ -88,9 +88,13 @@ class SessionRepo:
             )
         return session_id, info
 
-    def find(self, session_id: str, idle: float, now: float | None = None) -> SessionInfo | None:
+    def find(
+        self, session_id: str, idle: float, now: float | None = None, *, touch: bool = True
+    ) -> SessionInfo | None:
         """The session with this id, or None: unknown, closed, past its absolute or idle expiry,
-        or its token revoked. Refreshes ``seen_at`` when it is older than SEEN_GRANULARITY."""
+        or its token revoked. Refreshes ``seen_at`` when it is older than SEEN_GRANULARITY,
+        unless ``touch`` is False (a check that is no use of the session: a long-lived stream
+        asking whether it may go on must not keep an idle session alive)."""
         now = time.time() if now is None else now
         id_hash = hash_session_id(session_id)
         query = (
@@ -103,7 +107,7 @@ class SessionRepo:
         if row is None or now >= row["expires_at"] or now - row["seen_at"] >= idle:
             return None
         info = _info(row)
-        if now - info.seen_at >= SEEN_GRANULARITY:
+        if touch and now - info.seen_at >= SEEN_GRANULARITY:
             with self.db.tx() as conn:
                 conn.execute(
                     update(_SESSIONS).where(_SESSIONS.c.id_hash == id_hash).values(seen_at=now)

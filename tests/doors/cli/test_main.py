@@ -58,11 +58,12 @@ def test_list_json_prints_the_skills_body_sorted_by_name(
         "unavailable_reason",
         "when_to_use",
         "extra",
+        "scope",
     }
     assert body["items"][1]["class"] == "mutating"
     assert body["items"][0]["schema"] == {"type": "object", "properties": {}}
     assert body["items"][0]["timeout_seconds"] == 30
-    assert 'skill loader: registered subprocess skill "alpha" from ' in done.stderr
+    assert done.stderr == "loaded 2 skills\n"  # the loader lines: -v (test_verbosity.py)
 
 
 def test_list_filters_by_category_and_by_persona(make_skill: MakeSkill, skills_root: Path) -> None:

@@ -333,7 +333,7 @@ def test_an_unreachable_server_exits_2_naming_its_url(served: Served) -> None:
     nowhere = f"http://127.0.0.1:{free_port()}"
     result = served.cli("run", "echo", url=nowhere)
     assert result.exit_code == 2
-    assert f"cannot reach the server at {nowhere}" in result.stderr
+    assert f"cannot reach {nowhere} (from ONGRID_URL): connection refused" in result.stderr
 
 
 def test_a_stream_cut_mid_run_is_resumed_without_a_line_twice(

@@ -177,7 +177,7 @@ def test_token_create_prints_only_the_token_on_stdout(remote: Remote) -> None:
     """The console script itself (on a data dir of its own: see the last test of this file)."""
     environ = {"PATH": os.environ["PATH"], "ONGRID_DATA_DIR": str(remote.base / "other-data")}
     done = subprocess.run(
-        [CLI, "token", "create", "--role", "operator", "--name", "x"],
+        [CLI, "token", "create", "--init", "--role", "operator", "--name", "x"],
         capture_output=True,
         text=True,
         env=environ,
@@ -200,6 +200,7 @@ def test_token_create_refuses_a_duplicate_active_name(remote: Remote) -> None:
     result = remote.cli(
         "token",
         "create",
+        "--init",
         "--role",
         "viewer",
         "--name",
@@ -242,7 +243,7 @@ def test_token_list_shows_every_token_without_its_secret(remote: Remote) -> None
 
 def test_token_revoke_by_name_or_id_on_a_stopped_data_dir(remote: Remote) -> None:
     other = {"ONGRID_DATA_DIR": str(remote.base / "revoke-data")}
-    created = remote.cli("token", "create", "--role", "viewer", "--name", "temp", **other)
+    created = remote.cli("token", "create", "--init", "--role", "viewer", "--name", "temp", **other)
     assert created.exit_code == 0
     listed = json.loads(remote.cli("token", "list", "--json", **other).stdout)
     [temp] = [r for r in listed if r["name"] == "temp"]
@@ -267,10 +268,11 @@ def test_approvals_list_shows_the_pending_requests(remote: Remote) -> None:
     pending = pending_request(remote)
     result = remote.cli("approvals", "list", token=remote.tokens["vera"])
     assert result.exit_code == 0, result.output
-    [line] = [ln for ln in result.stdout.splitlines() if pending["approval_id"] in ln]
-    assert "pending" in line
-    assert "disk_clean" in line
-    assert "0/1 by olga" in line
+    header, *lines = result.stdout.splitlines()
+    assert header.split() == ["ID", "STATUS", "SKILL", "CLASS", "SIGNED", "REQUESTED", "BY", "ARGS"]
+    [line] = [ln for ln in lines if pending["approval_id"] in ln]
+    expected = [pending["approval_id"], "pending", "disk_clean", "mutating", "0/1", "olga", "{}"]
+    assert line.split() == expected
     as_json = remote.cli("approvals", "list", "--json", token=remote.tokens["vera"])
     body = json.loads(as_json.stdout)
     assert pending["approval_id"] in [a["id"] for a in body["items"]]
@@ -333,7 +335,13 @@ def test_no_token_or_no_server_exits_2_with_a_message(remote: Remote) -> None:
     nowhere = f"http://127.0.0.1:{free_port()}"
     unreachable = remote.cli("executions", "list", "--url", nowhere, "--token", "ogs_x")
     assert unreachable.exit_code == 2
-    assert "cannot reach the server" in unreachable.stderr
+    assert unreachable.stderr == (
+        f"ongrid-skills: cannot reach {nowhere}: connection refused — is `ongrid-skills serve` "
+        "running? set --url or ONGRID_URL\n"
+    )
+    from_env = remote.cli("executions", "list", "--token", "ogs_x", ONGRID_URL=nowhere)
+    assert from_env.exit_code == 2
+    assert f"cannot reach {nowhere} (from ONGRID_URL): connection refused" in from_env.stderr
 
 
 def test_an_unknown_approval_or_execution_exits_2(remote: Remote) -> None:
@@ -354,7 +362,9 @@ def test_executions_list_and_show(remote: Remote) -> None:
     token = remote.tokens["vera"]
     listed = remote.cli("executions", "list", "--skill", "echo", token=token)
     assert listed.exit_code == 0, listed.output
-    first = listed.stdout.splitlines()[0].split()
+    header, first_line, *_ = listed.stdout.splitlines()
+    assert header.split() == ["ID", "CREATED", "STATUS", "SKILL", "REQUESTED", "BY"]
+    first = first_line.split()
     assert first[0] == ran["id"]
     assert first[2:] == ["succeeded", "echo", "olga"]
     as_json = remote.cli("executions", "list", "--json", "--limit", "500", token=token)

@@ -20,7 +20,7 @@ from ongrid_skills.store import open_store
 from tests.support.skills import EXAMPLE_SKILLS
 
 #: The server stack: a local command has no use for any of it.
-SERVER_STACK = ("fastapi", "sqlalchemy", "alembic", "uvicorn")
+SERVER_STACK = ("fastapi", "sqlalchemy", "alembic", "uvicorn", "nats")
 
 #: Runs the console script's entry point and dumps sys.modules at exit (SystemExit included).
 WRAPPER = """

@@ -88,7 +88,7 @@ CALLS: dict[str, tuple[list[str], bool]] = {
         True,
     ),
     "mcp": (["tools", "--persona", "reader", "--format", "mcp"], True),
-    "list": (["list", "--json"], False),
+    "list": (["list", "--json", "-v"], False),  # -v: the loader lines, warnings included
     "show": (["show", "pdf_helper"], False),
 }
 

@@ -108,6 +108,12 @@ def test_calls_answer_with_the_verbatim_stdout_or_the_error_envelope(
 
             with pytest.raises(MCPError, match="Unknown tool: nope"):
                 await client.call_tool("nope", {})
+            with pytest.raises(MCPError) as refused:  # the loader's reason, not just "unknown"
+                await client.call_tool("noexec", {})
+            assert str(refused.value).startswith(
+                f"Unknown tool: noexec: it failed to load: entry {world.root}/noexec/run is not "
+                "executable"
+            )
 
     anyio.run(scenario)
 

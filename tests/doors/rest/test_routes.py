@@ -37,6 +37,7 @@ SUMMARY_FIELDS = {
     "unavailable_reason",
     "when_to_use",
     "extra",  # what a SKILL.md author declared (license, allowed-tools…), or null
+    "scope",  # manager, or host (run by an edge worker; SPEC §17)
 }
 EXECUTION_FIELDS = {
     "id",
@@ -275,6 +276,7 @@ def test_list_skills_returns_items_and_total_sorted_by_name_with_every_summary_f
         "unavailable_reason": None,
         "when_to_use": None,
         "extra": None,
+        "scope": "manager",
     }
 
 
@@ -535,6 +537,14 @@ def test_cursor_pagination_has_no_duplicates_and_no_gaps(server: Server) -> None
     assert seen == list(reversed(made))
 
 
+def test_executions_are_listed_by_who_asked(server: Server) -> None:
+    olgas = [execute(server, "echo_args", "olga", args={"n": i}).json()["id"] for i in range(2)]
+    execute(server, "echo_args", "oscar", args={"n": 9})
+    body = server.call("GET", "/v1/executions", "vera", params={"requested_by": "olga"}).json()
+    assert [e["id"] for e in body["items"]] == list(reversed(olgas))
+    assert {e["requested_by"] for e in body["items"]} == {"olga"}
+
+
 BAD_LIST_PARAMS: list[dict[str, Any]] = [
     {"cursor": "!!!not-base64!!!"},
     {"cursor": "bnVsbA"},  # base64 of "null"
@@ -543,6 +553,7 @@ BAD_LIST_PARAMS: list[dict[str, Any]] = [
     {"limit": 0},
     {"limit": 501},
     {"limit": "many"},
+    {"requested_by": "x" * 129},
 ]
 
 

@@ -233,6 +233,10 @@ def test_the_console_loads_nothing_from_another_origin(console: Console, page: P
     page.goto(console.url + "/skills/disk_cleaner")
     assert requested
     assert all(url.startswith(console.url + "/") for url in requested), requested
+    sheets = [link.get_attribute("href") for link in page.locator("link[rel=stylesheet]").all()]
+    assert sheets
     with httpx.Client() as client:
-        css = client.get(console.url + page.locator("link[rel=stylesheet]").get_attribute("href"))
-    assert "http" not in css.text  # no @import or url() of another origin
+        for href in sheets:
+            css = client.get(console.url + str(href))
+            assert css.status_code == 200
+            assert "http" not in css.text  # no @import or url() of another origin

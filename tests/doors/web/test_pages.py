@@ -100,7 +100,7 @@ def test_the_skill_page_lists_recent_executions_newest_first(console: Console) -
         ids.append(done.json()["id"])
     with console.logged_in("vera") as client:
         page = client.get("/skills/odd_text").text
-    listed = re.findall(r"<td><code>([0-9a-f]+)</code></td>", page)
+    listed = re.findall(r'<td><a href="/executions/([0-9a-f]+)"><code>\1</code></a></td>', page)
     assert listed[:3] == ids[::-1]
     assert page.count('<span class="status status-succeeded">succeeded</span>') >= 3
     assert ">olga<" in page

@@ -9,7 +9,8 @@
 ``number`` (a JSON number), ``boolean`` (``true``/``false``, also ``yes``/``no``), ``null``
 (``null``), ``string`` (the text as it is, ``""`` for ``KEY=``); a property of several types
 takes the first that fits, in that order, a string last (an ``enum`` or ``const`` without a
-``type`` has the types of its values). An ``array`` property collects every
+``type`` has the types of its values): the rule of :mod:`ongrid_skills.skills.arg_text`, by
+which the web console's run form reads its fields too. An ``array`` property collects every
 ``KEY=VALUE`` of its key, each typed from ``items``. An ``object`` property, or any value the
 schema cannot type, is given as ``KEY:=JSON``. A property the schema does not type is a string.
 
@@ -30,14 +31,9 @@ from typing import Any
 
 from ongrid_skills import strict_json
 from ongrid_skills.errors import InvalidRequest
+from ongrid_skills.skills.arg_text import NotTyped, is_array, property_schema, typed, types_of
 
 _PAIR = re.compile(r'([^\s=:{}\[\]"]+)(:=|=)(.*)', re.DOTALL)
-_INTEGER = re.compile(r"-?[0-9]+")
-_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
-_BOOLEANS = {"true": True, "yes": True, "false": False, "no": False}
-#: The order in which a value is tried against a property of several types.
-_ORDER = ("null", "boolean", "integer", "number", "string")
-_ALL_TYPES = (*_ORDER, "array", "object")
 
 Pair = tuple[str, str, str]  # key, "=" or ":=", value
 
@@ -74,7 +70,7 @@ def from_pairs(pairs: Sequence[Pair], schema: Any, skill: str) -> dict[str, Any]
     for key, op, value in pairs:
         word = f"{key}{op}{value}"
         prop = _property(schema, key, skill)
-        if key in raw_keys or (key in args and not _is_array(prop)):
+        if key in raw_keys or (key in args and not is_array(prop)):
             raise InvalidRequest(f"{key!r} is given twice ({word!r})")
         if op == ":=":
             if key in args:
@@ -84,7 +80,7 @@ def from_pairs(pairs: Sequence[Pair], schema: Any, skill: str) -> dict[str, Any]
             except (json.JSONDecodeError, strict_json.DuplicateKey) as exc:
                 raise InvalidRequest(f"{word!r}: the value after := is not JSON ({exc})") from None
             raw_keys.add(key)
-        elif _is_array(prop):
+        elif is_array(prop):
             items = prop.get("items") if isinstance(prop, dict) else None
             args.setdefault(key, []).append(_typed(value, items, word))
         else:
@@ -94,76 +90,56 @@ def from_pairs(pairs: Sequence[Pair], schema: Any, skill: str) -> dict[str, Any]
 
 def _property(schema: dict[str, Any], key: str, skill: str) -> Any:
     """The schema of property ``key``: {} when untyped; InvalidRequest when it may not exist."""
-    properties = schema.get("properties")
-    if isinstance(properties, dict) and key in properties:
-        return properties[key]
-    extra = schema.get("additionalProperties")
-    if isinstance(extra, dict):
-        return extra
-    if extra is True or not isinstance(properties, dict):
-        return {}
-    known = ", ".join(sorted(properties)) or "none"
-    raise InvalidRequest(f"{skill} has no arg {key!r} (its args: {known})")
-
-
-def _types(prop: Any) -> list[str]:
-    """The JSON types a property schema allows (empty: any, untyped)."""
-    if not isinstance(prop, dict):
-        return []
-    kind = prop.get("type")
-    if isinstance(kind, str):
-        return [kind]
-    if isinstance(kind, list):
-        return [k for k in kind if isinstance(k, str)]
-    values = prop.get("enum", [prop["const"]] if "const" in prop else None)
-    if isinstance(values, list):
-        return sorted({_json_type(v) for v in values}, key=_ALL_TYPES.index)
-    found: list[str] = []
-    for branch in (*prop.get("anyOf", ()), *prop.get("oneOf", ())):
-        found += [k for k in _types(branch) if k not in found]
-    return found
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, list):
-        return "array"
-    return "object" if isinstance(value, dict) else "string"
-
-
-def _is_array(prop: Any) -> bool:
-    return [t for t in _types(prop) if t != "null"] == ["array"]
+    prop = property_schema(schema, key)
+    if prop is None:
+        known = ", ".join(sorted(schema.get("properties") or ())) or "none"
+        raise InvalidRequest(f"{skill} has no arg {key!r} (its args: {known})")
+    return prop
 
 
 def _typed(raw: str, prop: Any, word: str) -> Any:
     """``raw`` as the first type of ``prop`` it fits; InvalidRequest when it fits none."""
-    allowed = _types(prop)
-    if not allowed:
-        return raw
-    for kind in _ORDER:
-        if kind not in allowed:
-            continue
-        if kind == "null" and raw == "null":
-            return None
-        if kind == "boolean" and raw.lower() in _BOOLEANS:
-            return _BOOLEANS[raw.lower()]
-        if kind == "integer" and _INTEGER.fullmatch(raw):
-            return int(raw)
-        if kind == "number" and _NUMBER.fullmatch(raw):
-            return json.loads(raw)
-        if kind == "string":
-            return raw
-    if "object" in allowed or "array" in allowed:
-        raise InvalidRequest(f"{word!r}: give an {' or '.join(allowed)} as KEY:=JSON")
-    raise InvalidRequest(f"{word!r}: {raw!r} is not {_a(' or '.join(allowed))}")
+    try:
+        return typed(raw, prop)
+    except NotTyped as exc:
+        if exc.needs_json:
+            raise InvalidRequest(
+                f"{word!r}: give an {' or '.join(exc.allowed)} as KEY:=JSON"
+            ) from None
+        raise InvalidRequest(f"{word!r}: {exc}") from None
 
 
-def _a(kinds: str) -> str:
-    return ("an " if kinds[0] in "aeiou" else "a ") + kinds
+# ---- for shell completion -------------------------------------------------------------------
+def typable(key: str) -> bool:
+    """Whether a property name can be typed as ``KEY=`` (no blank, ``=``, ``:``, bracket, quote)."""
+    return _PAIR.fullmatch(f"{key}=") is not None
+
+
+def given_keys(words: Sequence[str]) -> list[str]:
+    """The keys of the ``KEY=VALUE`` words typed so far (none when a word is not a pair)."""
+    matches = [_PAIR.fullmatch(word) for word in words]
+    return [m.group(1) for m in matches if m] if all(matches) else []
+
+
+def repeatable(prop: Any) -> bool:
+    """Whether ``KEY=VALUE`` may be given again for this property (an array collects them)."""
+    return is_array(prop)
+
+
+def choices(prop: Any) -> list[str]:
+    """The values a property takes when they are few (an enum, a const, a boolean, items of an
+    array of those), as they are typed after ``KEY=``; [] when any text may do."""
+    if is_array(prop) and isinstance(prop, dict):
+        return choices(prop.get("items"))
+    if not isinstance(prop, dict):
+        return []
+    values = prop.get("enum", [prop["const"]] if "const" in prop else None)
+    if isinstance(values, list):
+        return [v if isinstance(v, str) else json.dumps(v) for v in values]
+    kinds = types_of(prop)
+    if kinds and set(kinds) <= {"boolean", "null"}:
+        return [word for kind in ("boolean", "null") if kind in kinds for word in _WORDS[kind]]
+    return []
+
+
+_WORDS = {"boolean": ("true", "false"), "null": ("null",)}

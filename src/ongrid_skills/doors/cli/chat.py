@@ -30,6 +30,7 @@ from ongrid_skills.types import Role
 
 if TYPE_CHECKING:
     from ongrid_skills.agent import AgentRun, RunRecord
+    from ongrid_skills.doors.cli.context import Context
     from ongrid_skills.skills.model import Skill
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -59,10 +60,12 @@ def chat(
     base_url: str | None,
 ) -> None:
     """Talk to the agent kernel: an LLM driving the skills of one persona."""
-    settings = _settings(obj.settings(), obj.skills_dirs, provider, base_url)
+    # A configured data dir is created on first use; the default ./.ongrid is not.
+    stored = obj.store_settings(create=obj.configured_data_dir())
+    settings = _settings(stored, obj.skills_dirs, provider, base_url)
     view = Terminal(interactive=message is None)
     try:
-        code = asyncio.run(_chat(settings, obj.loader_line, persona, message, model, as_json, view))
+        code = asyncio.run(_chat(settings, obj, persona, message, model, as_json, view))
     except KeyboardInterrupt:
         click.echo("\nongrid-skills: interrupted", err=True)
         code = EXIT_INTERRUPTED
@@ -85,7 +88,7 @@ def _settings(
 
 async def _chat(
     settings: Settings,
-    loader_sink: Any,
+    obj: Context,
     persona: str,
     message: str | None,
     model: str | None,
@@ -97,7 +100,8 @@ async def _chat(
 
     human = Principal(f"cli:{local_user()}", Role.OPERATOR)
     confirm = ask_at_terminal if sys.stdin.isatty() else None
-    async with open_manager(settings, loader_sink=loader_sink) as manager:
+    async with open_manager(settings, loader_sink=obj.loader_line) as manager:
+        obj.loaded(manager.registry)
         service = AgentService(manager)
         run: AgentRun | None = None
 

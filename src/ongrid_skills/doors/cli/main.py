@@ -20,19 +20,24 @@ from typing import Any, NoReturn
 import click
 
 from ongrid_skills import toolspec
-from ongrid_skills.builtins.reach import Reach
 from ongrid_skills.doors.cli import args as cli_args
 from ongrid_skills.doors.cli import chat as cli_agent
+from ongrid_skills.doors.cli import completion, output, remote_run
+from ongrid_skills.doors.cli import config_command as cli_config
 from ongrid_skills.doors.cli import mcp as cli_mcp
 from ongrid_skills.doors.cli import pack as cli_pack
-from ongrid_skills.doors.cli import remote_run
+from ongrid_skills.doors.cli import pack_install as cli_pack_install
 from ongrid_skills.doors.cli import server as cli_server
+from ongrid_skills.doors.cli import worker as cli_worker
+from ongrid_skills.doors.cli.context import Context
 from ongrid_skills.doors.cli.exits import (
     EXIT_DENIED,
     EXIT_FAILED,
     EXIT_USAGE,
     STATUS_EXIT,
 )
+from ongrid_skills.doors.cli.local_audit import LocalTrace
+from ongrid_skills.doors.cli.options import GlobalGroup, add_anywhere
 from ongrid_skills.errors import (
     ApprovalRequired,
     Denied,
@@ -42,7 +47,7 @@ from ongrid_skills.errors import (
     SkillError,
 )
 from ongrid_skills.execution.pipeline import execute
-from ongrid_skills.execution.records import Event, Execution
+from ongrid_skills.execution.records import Event
 from ongrid_skills.governance.gate import offered
 from ongrid_skills.governance.principal import local_user
 from ongrid_skills.settings import Settings
@@ -64,57 +69,6 @@ ERROR_EXIT = {
 
 AUDIT = logging.getLogger("ongrid_skills.audit")
 
-#: Libraries that log every request or file event at INFO (httpx: "HTTP Request: GET …",
-#: watchfiles: "N changes detected"); a command shows only warnings from them.
-QUIET_LIBRARIES = (
-    "alembic",
-    "anthropic",
-    "httpx",
-    "httpx2",
-    "mcp",
-    "openai",
-    "watchfiles",
-)
-
-
-class Context:
-    """The group's options, handed to every command; settings and registry load on demand."""
-
-    def __init__(self, config: str | None, skills_dirs: tuple[str, ...], quiet: bool) -> None:
-        self.config = config
-        self.skills_dirs = tuple(os.path.abspath(d) for d in skills_dirs)
-        self.quiet = quiet
-
-    def settings(self) -> Settings:
-        """The settings: the environment over the ``--config`` file; a bad one exits 2."""
-        try:
-            settings = Settings.load(config=self.config)
-            Reach.from_settings(settings)  # a malformed network rule fails here, not in a server
-        except SkillError as exc:
-            fail(exc)
-        return settings
-
-    def reach(self) -> Reach:
-        """What built-ins run by this command may reach (the operator's settings)."""
-        try:
-            return Reach.from_settings(self.settings())
-        except SkillError as exc:
-            fail(exc)
-
-    def registry(self) -> Registry:
-        """The registry of the configured dirs plus the ``-d`` ones, loader lines on stderr."""
-        settings = self.settings()
-        dirs = (*settings.external_dirs, *self.skills_dirs)
-        # The runtime brings the store (SQLAlchemy, Alembic): loaded only by commands that load.
-        from ongrid_skills.runtime import load_registry  # noqa: PLC0415
-
-        return load_registry(external_dirs=dirs, settings=settings, log=self.loader_line)
-
-    def loader_line(self, line: str) -> None:
-        """Print one loader line on stderr, unless ``--quiet``."""
-        if not self.quiet:
-            click.echo(line, err=True)
-
 
 def fail(exc: SkillError, *, as_json: bool = False) -> NoReturn:
     """Report ``exc`` (also as JSON on stdout with ``as_json``) and exit with its code's status."""
@@ -124,7 +78,7 @@ def fail(exc: SkillError, *, as_json: bool = False) -> NoReturn:
     sys.exit(ERROR_EXIT.get(exc.code, EXIT_FAILED))
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=GlobalGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--config", type=click.Path(dir_okay=False), help="TOML settings file.")
 @click.option(
     "-d",
@@ -134,99 +88,99 @@ def fail(exc: SkillError, *, as_json: bool = False) -> NoReturn:
     type=click.Path(file_okay=False),
     help="Extra allow-listed skills root (after ONGRID_SKILLS_EXTERNAL_DIRS). Repeatable.",
 )
-@click.option("-q", "--quiet", is_flag=True, help="Do not print the loader lines.")
 @click.version_option(package_name="ongrid-skills")
 @click.pass_context
-def cli(ctx: click.Context, config: str | None, skills_dirs: tuple[str, ...], quiet: bool) -> None:
-    """Skill manager for LLM agents doing operations work."""
-    ctx.obj = Context(config, skills_dirs, quiet)
-    if not logging.getLogger().handlers:
-        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    logging.getLogger("ongrid_skills.loader").propagate = False
-    for name in QUIET_LIBRARIES:  # their INFO lines are noise in a command's output
-        logging.getLogger(name).setLevel(logging.WARNING)
+def cli(ctx: click.Context, config: str | None, skills_dirs: tuple[str, ...]) -> None:
+    """Skill manager for LLM agents doing operations work.
+
+    --data-dir, -q and -v are accepted before or after the command."""
+    ctx.ensure_object(Context).configure(config, skills_dirs, ctx.invoked_subcommand)
+
+
+add_anywhere(cli)
 
 
 @cli.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print the body of GET /v1/skills.")
+@output.output_option
 @click.option("--category", help="Only this category.")
-@click.option("--class", "skill_class", type=click.Choice([c.value for c in SkillClass]))
-@click.option("--persona", help="Only what this persona may run.")
+@click.option(
+    "--class",
+    "skill_class",
+    type=click.Choice([c.value for c in SkillClass]),
+    help="Only this class.",
+)
+@click.option(
+    "--persona", help="Only what this persona may run.", shell_complete=completion.persona_names
+)
 @click.pass_obj
 def list_cmd(
-    obj: Context, as_json: bool, category: str | None, skill_class: str | None, persona: str | None
+    obj: Context,
+    as_json: bool,
+    output_format: str | None,
+    category: str | None,
+    skill_class: str | None,
+    persona: str | None,
 ) -> None:
     """List the skills found in the configured dirs."""
+    fmt = output.resolve(as_json, output_format)
     registry = obj.registry()
     try:
         who = registry.persona(persona) if persona else None
     except SkillError as exc:
-        fail(exc, as_json=as_json)
+        fail(exc, as_json=fmt == "json")
     items = registry.list(
         category=category or None,
         skill_class=SkillClass(skill_class) if skill_class else None,
         keep=(lambda s: offered(s, who)) if who else None,
     )
-    if as_json:
-        body = {"items": [s.summary() for s in items], "total": len(items)}
-        click.echo(json.dumps(body, ensure_ascii=False))
-        return
-    if not items:
-        click.echo("no skills", err=True)
-        return
-    width = max(len(s.name) for s in items)
-    for skill in items:
-        flag = "" if skill.available else f"  [unavailable: {skill.unavailable_reason}]"
-        click.echo(
-            f"{skill.name:<{width}}  {skill.skill_class.value:<9}  {skill.category:<12}  "
-            f"{_one_line(skill.description)}{flag}"
-        )
+    body = {"items": [s.summary() for s in items], "total": len(items)}
+    filtered = category or skill_class or persona
+    output.emit(
+        fmt,
+        data=body,
+        json_text=json.dumps(body, ensure_ascii=False),
+        table=lambda: output.skills_table(items),
+        empty="no skills match" if filtered else "no skills found (add a dir with -d DIR)",
+    )
 
 
 @cli.command()
-@click.argument("name")
+@click.argument("name", shell_complete=completion.skill_names)
 @click.option("--json", "as_json", is_flag=True, help="Print the SkillSummary as JSON.")
+@output.output_option
 @click.pass_obj
-def show(obj: Context, name: str, as_json: bool) -> None:
+def show(obj: Context, name: str, as_json: bool, output_format: str | None) -> None:
     """Show one skill with its schema (NAME may be an alias: the name as written, pack:name)."""
+    fmt = output.resolve(as_json, output_format)
     registry = obj.registry()
     try:
         skill = registry.resolve(name)
     except SkillError as exc:
-        fail(exc, as_json=as_json)
-    summary = skill.summary()
-    if as_json:
-        click.echo(json.dumps(summary, ensure_ascii=False))
+        fail(exc, as_json=fmt == "json")
+    if fmt == "table":
+        output.print_skill(skill)
         return
-    for key in ("name", "description", "class", "category", "kind", "source", "timeout_seconds"):
-        click.echo(f"{key + ':':<17}{summary[key]}")
-    if skill.target is not None:
-        click.echo(f"{'entry:':<17}{skill.target.entry}")
-        click.echo(f"{'env_allow:':<17}{', '.join(skill.target.env_allow) or '(none)'}")
-    click.echo(f"{'manifest:':<17}{skill.origin}")
-    if skill.base_dir is not None:
-        click.echo(f"{'folder:':<17}{skill.base_dir}")
-    if skill.aliases:
-        click.echo(f"{'aliases:':<17}{', '.join(skill.aliases)}")
-    if skill.when_to_use:
-        click.echo(f"{'when_to_use:':<17}{skill.when_to_use}")
-    if not skill.available:
-        click.echo(f"{'unavailable:':<17}{skill.unavailable_reason}")
-    if skill.activation:
-        keywords = f" ({', '.join(skill.keywords)})" if skill.keywords else ""
-        click.echo(f"{'activation:':<17}{skill.activation}{keywords}")
-    for key, value in sorted((skill.extra or {}).items(), key=lambda kv: str(kv[0])):
-        if value is not None:
-            shown = json.dumps(value, ensure_ascii=False, default=str)
-            click.echo(f"{str(key) + ':':<16} {shown}")
-    click.echo("schema:")
-    click.echo(json.dumps(skill.schema, indent=2, ensure_ascii=False))
+    summary = skill.summary()
+    if fmt == "json":
+        click.echo(json.dumps(summary, ensure_ascii=False))
+    else:
+        click.echo(output.to_yaml(summary), nl=False)
 
 
 @cli.command()
-@click.argument("name")
-@click.argument("words", nargs=-1, metavar="[ARGS_JSON | - | KEY=VALUE ...]")
-@click.option("--persona", help="Run as this persona: its permission mode applies.")
+@click.argument("name", shell_complete=completion.skill_names)
+@click.argument(
+    "words",
+    nargs=-1,
+    metavar="[ARGS_JSON | - | KEY=VALUE ...]",
+    shell_complete=completion.arg_words,
+)
+@click.option(
+    "--persona",
+    help="Run as this persona: its permission mode applies.",
+    shell_complete=completion.persona_names,
+)
 @click.option("--yes", "-y", is_flag=True, help="The human confirmation a mutating skill needs.")
 @click.option(
     "--i-know-it-is-dangerous",
@@ -235,6 +189,13 @@ def show(obj: Context, name: str, as_json: bool) -> None:
     help="With --yes: run a dangerous skill locally without a second signer (logged).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the whole Execution as JSON.")
+@click.option(
+    "--raw",
+    "raw_result",
+    is_flag=True,
+    help="Print the result as the skill wrote it, also on a terminal (where it is "
+    "pretty-printed otherwise); in a pipe it always is.",
+)
 @remote_run.options
 @click.pass_obj
 def run(
@@ -245,6 +206,7 @@ def run(
     yes: bool,
     dangerous: bool,
     as_json: bool,
+    raw_result: bool,
     server: bool,
     url: str | None,
     token: str | None,
@@ -264,6 +226,7 @@ def run(
             persona=persona,
             confirm=yes,
             as_json=as_json,
+            raw=raw_result,
             wait=wait,
             dangerous=dangerous,
             stdin=sys.stdin,
@@ -289,20 +252,31 @@ def run(
             local_user(),
             os.getpid(),
         )
+    trace = LocalTrace(obj, registry.skills.get(name), args, persona, dangerous)
     try:
-        execution = asyncio.run(
-            execute(
-                registry,
-                name,
-                args,
-                confirm=yes,
-                persona=persona,
-                on_event=None if as_json else _print_event,
-                allow_dangerous=dangerous,
-                requested_by=f"cli:{local_user()}",
-                reach=reach,
+        with output.RunView(name) as view:
+
+            def on_event(event: Event) -> None:
+                trace.event(event)  # before the skill starts: its start is recorded first
+                if not as_json:
+                    view.event(event)
+
+            execution = asyncio.run(
+                execute(
+                    registry,
+                    name,
+                    args,
+                    confirm=yes,
+                    persona=persona,
+                    on_event=on_event,
+                    allow_dangerous=dangerous,
+                    requested_by=f"cli:{local_user()}",
+                    reach=reach,
+                )
             )
-        )
+    except KeyboardInterrupt:
+        trace.finish(None, "interrupted")
+        raise
     except ApprovalRequired as exc:
         hint = _confirmation_hint(registry, name)
         needed = exc.signatures_required
@@ -311,7 +285,8 @@ def run(
         )
     except (Denied, InvalidArgs, NotFound) as exc:
         fail(exc, as_json=as_json)
-    _print_execution(execution, as_json)
+    trace.finish(execution)
+    output.print_execution(execution, as_json=as_json, raw=raw_result)
     sys.exit(STATUS_EXIT.get(execution.status, EXIT_FAILED))
 
 
@@ -321,41 +296,21 @@ def _confirmation_hint(registry: Registry, name: str) -> str:
     return "pass --yes to confirm"
 
 
-def _print_event(event: Event) -> None:
-    if event.type == "stderr":
-        click.echo(event.data["line"], err=True)
-    elif event.type == "progress":
-        total = event.data.get("total")
-        amount = (
-            f"{event.data['progress']}/{total}" if total is not None else event.data["progress"]
-        )
-        message = event.data.get("message", "")
-        click.echo(f"[progress {amount}] {message}".rstrip(), err=True)
-    elif event.type == "stderr_truncated":
-        click.echo("[stderr truncated: over 1 MiB, the rest is not shown]", err=True)
-
-
-def _print_execution(execution: Execution, as_json: bool) -> None:
-    if as_json:
-        click.echo(execution.to_json())
-        return
-    if execution.ok and execution.result_text is not None:
-        sys.stdout.write(execution.result_text + "\n")
-        sys.stdout.flush()
-        return
-    error = execution.error
-    detail = f"{error.code}: {error.message}" if error else execution.status.value
-    click.echo(f"ongrid-skills: {execution.skill} {execution.status.value} ({detail})", err=True)
-
-
 @cli.command()
-@click.option("--persona", default="default", show_default=True, help="Whose view.")
+@click.option(
+    "--persona",
+    default="default",
+    show_default=True,
+    help="Whose view.",
+    shell_complete=completion.persona_names,
+)
 @click.option(
     "--format",
     "fmt",
     type=click.Choice(list(toolspec.FORMATS)),
     default="openai",
     show_default=True,
+    help="Whose tool format: OpenAI function tools, Anthropic tools or MCP tools.",
 )
 @click.option("-m", "--message", help="The user's message (activates keyword skills).")
 @click.pass_obj
@@ -402,7 +357,13 @@ def validate_cmd(obj: Context, paths: tuple[str, ...]) -> None:
 
 @cli.command()
 @click.argument("name")
-@click.option("--lang", type=click.Choice(["sh", "python"]), default="sh", show_default=True)
+@click.option(
+    "--lang",
+    type=click.Choice(["sh", "python"]),
+    default="sh",
+    show_default=True,
+    help="The language of the executable it writes.",
+)
 @click.option(
     "--dir",
     "parent",
@@ -424,15 +385,12 @@ def new(name: str, lang: str, parent: str) -> None:
     )
 
 
-def _one_line(text: str, limit: int = 80) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
 cli_server.register(cli)
 cli_mcp.register(cli)
 cli_agent.register(cli)
-cli_pack.register(cli)
+cli_pack_install.register(cli_pack.register(cli))
+cli_config.register(cli)
+cli_worker.register(cli)
 
 
 def main(argv: list[str] | None = None) -> Any:

@@ -49,7 +49,9 @@ def mcp_principal() -> Principal:
 @click.pass_context
 def mcp_command(ctx: click.Context, persona: str | None, watch: bool) -> None:
     """Serve MCP over stdio (for Claude Desktop, Claude Code, any MCP client)."""
-    settings: Settings = ctx.obj.settings()
+    # A data dir that was configured is created on first use; the default ./.ongrid is not
+    # (an MCP client may start this in any directory).
+    settings: Settings = ctx.obj.store_settings(create=ctx.obj.configured_data_dir())
     extra = tuple(ctx.obj.skills_dirs)
     if extra:
         settings = dataclasses.replace(settings, external_dirs=(*settings.external_dirs, *extra))

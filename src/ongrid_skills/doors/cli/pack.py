@@ -1,9 +1,12 @@
 """``ongrid-skills pack``: build, sign and verify packs (SPEC §11, docs/packs.md).
 
 Exit codes of this group: 0 done (``verify``: the signature is valid and its signer trusted),
-1 a bad signature or a digest mismatch, 2 usage or bad input (not a pack, an unsafe archive, a
-pack with errors, an unusable key), 3 (``verify``) a pack that is unsigned, or validly signed by
-a key that is not trusted. Problems print on stderr as ``path:line:col: severity: message``.
+1 a bad signature, a digest that is not the index's, or a fetch that failed (download, clone),
+2 usage or bad input (not a pack, an unsafe archive, a pack with errors, an unusable key, a
+name collision, nothing installed by that id), 3 a pack that is not trusted (``verify``: unsigned
+or signed by a key that is not trusted; ``install``: a remote pack not signed by a trusted key).
+Problems print on stderr as ``path:line:col: severity: message``. The commands that change
+what is installed are in :mod:`ongrid_skills.doors.cli.pack_install`.
 
 The packs library (and ``cryptography`` under it) is imported by the commands that use it, not
 at start-up. This module only parses options and prints; it must never decide trust itself.
@@ -18,16 +21,26 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from ongrid_skills.errors import BadSignature, PackError, PassphraseRequired, SkillError
+from ongrid_skills.errors import PackError, PassphraseRequired, SkillCollision, SkillError
 
 if TYPE_CHECKING:
     from ongrid_skills.packs import Limits, SigningKey, TrustedKeys, Verification
 
 EXIT_OK, EXIT_BAD_SIGNATURE, EXIT_USAGE, EXIT_NOT_TRUSTED = 0, 1, 2, 3
+#: Error codes → exit codes of this group (any other code: EXIT_USAGE).
+EXIT_BY_CODE = {
+    "bad_signature": EXIT_BAD_SIGNATURE,
+    "digest_mismatch": EXIT_BAD_SIGNATURE,
+    "fetch_failed": EXIT_BAD_SIGNATURE,
+    "untrusted_pack": EXIT_NOT_TRUSTED,
+}
 
 
-def register(cli: click.Group) -> None:
+def register(cli: click.Group) -> click.Group:
+    """Add the ``pack`` group to ``cli``; the install commands join it from their own module
+    (:func:`ongrid_skills.doors.cli.pack_install.register`, called by the CLI's main)."""
     cli.add_command(pack)
+    return pack
 
 
 @click.group()
@@ -35,21 +48,25 @@ def pack() -> None:
     """Build, sign and verify packs: skills and personas that travel as one unit."""
 
 
-def _fail(exc: SkillError, *, as_json: bool = False) -> NoReturn:
+def fail(exc: SkillError, *, as_json: bool = False) -> NoReturn:
     """Report ``exc`` with every problem it lists, and exit with its status."""
-    code = EXIT_BAD_SIGNATURE if isinstance(exc, BadSignature) else EXIT_USAGE
+    code = EXIT_BY_CODE.get(exc.code, EXIT_USAGE)
     if as_json:
         click.echo(json.dumps({"error": exc.to_dict()}, indent=2))
     if isinstance(exc, PackError) and exc.problems:
         click.echo(f"error: {exc.summary}", err=True)
         for problem in exc.problems:
             click.echo(problem.format(), err=True)
+    elif isinstance(exc, SkillCollision):
+        click.echo(f"error: pack {exc.label} brings names already loaded:", err=True)
+        for kind, name, origin in exc.collisions:
+            click.echo(f"  {kind} {name!r} is taken by {origin}", err=True)
     else:
         click.echo(f"error: {exc.message}", err=True)
     sys.exit(code)
 
 
-def _limits(ctx: click.Context) -> Limits:
+def limits_of(ctx: click.Context) -> Limits:
     from ongrid_skills.packs import Limits  # noqa: PLC0415 - lazy: see the module docstring
 
     return Limits.from_settings(ctx.obj.settings())
@@ -70,9 +87,9 @@ def build(ctx: click.Context, folder: Path, output: Path | None, as_json: bool) 
     from ongrid_skills.packs import build_archive  # noqa: PLC0415
 
     try:
-        built = build_archive(folder, output, _limits(ctx))
+        built = build_archive(folder, output, limits_of(ctx))
     except SkillError as exc:
-        _fail(exc, as_json=as_json)
+        fail(exc, as_json=as_json)
     for problem in built.contents.warnings:
         click.echo(problem.format(), err=True)
     if as_json:
@@ -109,9 +126,9 @@ def sign(ctx: click.Context, path: Path, key_path: Path) -> None:
 
     try:
         key = _signing_key(key_path)
-        written, made = sign_path(path, key, _limits(ctx))
+        written, made = sign_path(path, key, limits_of(ctx))
     except SkillError as exc:
-        _fail(exc)
+        fail(exc)
     click.echo(f"signed {made.digest}")
     click.echo(f"signer {made.signer}")
     click.echo(f"wrote {written}")
@@ -173,9 +190,9 @@ def verify(
 
     try:
         trusted = _trusted(ctx, trusted_keys)
-        verdict = verify_path(path, trusted, _limits(ctx), signature=signature)
+        verdict = verify_path(path, trusted, limits_of(ctx), signature=signature)
     except SkillError as exc:
-        _fail(exc, as_json=as_json)
+        fail(exc, as_json=as_json)
     if as_json:
         click.echo(json.dumps(verdict.to_dict(), indent=2))
     else:

@@ -98,7 +98,7 @@ class Remote:
         try:
             return self.client.request(method, path, **kwargs)
         except self.httpx.HTTPError as exc:
-            fail(f"cannot reach the server at {self.url}: {_reason(exc)}")
+            fail(unreachable(self.url, exc))
 
     def call(self, method: str, path: str, **kwargs: Any) -> Any:
         """The JSON body of a successful answer; an error answer exits with its code."""
@@ -138,7 +138,7 @@ class Remote:
                 if not connected and exc.status is not None:
                     fail(f"{self.url}: {exc}", exit_code(exc.status))
                 if not connected:
-                    fail(f"cannot reach the server at {self.url}: {exc}")
+                    fail(unreachable(self.url, exc))
                 reason = str(exc)
             now = time.monotonic()
             if lost_since is None:
@@ -209,3 +209,25 @@ def error_of(response: httpx.Response) -> tuple[str, str]:
 
 def _reason(exc: Exception) -> str:
     return str(exc) or type(exc).__name__
+
+
+def unreachable(url: str, exc: Exception) -> str:
+    """``cannot reach URL: connection refused — is `ongrid-skills serve` running? …``: the URL
+    asked, why (the OS's words, without the errno), where the URL came from, and what to do."""
+    from click.core import ParameterSource  # noqa: PLC0415 - only on this error path
+
+    reason = _reason(exc)
+    if reason.startswith("[Errno"):
+        reason = reason.partition("] ")[2] or reason
+    reason = reason[:1].lower() + reason[1:]
+    context = click.get_current_context(silent=True)
+    source = context.get_parameter_source("url") if context is not None else None
+    whence = ""
+    if source is ParameterSource.DEFAULT:
+        whence = " (the default URL)"
+    elif source is ParameterSource.ENVIRONMENT:
+        whence = " (from ONGRID_URL)"
+    return (
+        f"cannot reach {url}{whence}: {reason} — is `ongrid-skills serve` running? "
+        "set --url or ONGRID_URL"
+    )

@@ -2,9 +2,12 @@
 approve, reject, watch) and ``executions …`` (list, show, logs, cancel).
 
 Every command takes ``--url``/``--token`` (or ``ONGRID_URL``/``ONGRID_TOKEN``), and every id
-argument may be a unique prefix (:mod:`ongrid_skills.doors.cli.ids`). HTTP errors exit as
-:func:`ongrid_skills.doors.cli.remote.exit_code` says. These commands never open the data dir
-and never run a skill: ``run --server`` is :mod:`ongrid_skills.doors.cli.remote_run`.
+argument may be a unique prefix (:mod:`ongrid_skills.doors.cli.ids`). The lists print as the
+local ones do (:mod:`ongrid_skills.doors.cli.output`: tables, ``-o``, empty lists said on
+stderr), and so do the lines of ``approvals watch`` (coloured on a terminal, plain in a
+pipe). HTTP errors exit as :func:`ongrid_skills.doors.cli.remote.exit_code` says. These
+commands never open the data dir and never run a skill: ``run --server`` is
+:mod:`ongrid_skills.doors.cli.remote_run`.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any
 
 import click
 
+from ongrid_skills.doors.cli import output
 from ongrid_skills.doors.cli.exits import EXIT_OK, status_exit
 from ongrid_skills.doors.cli.ids import resolve
 from ongrid_skills.doors.cli.remote import Remote, StreamLost, fail, remote_options
@@ -33,20 +37,23 @@ def approvals() -> None:
 
 @approvals.command("list")
 @click.option("--status", default="pending", show_default=True, help="Or '' for all.")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the body of GET /v1/approvals.")
+@output.output_option
 @remote_options
-def approvals_list(status: str, as_json: bool, url: str, token: str | None) -> None:
+def approvals_list(
+    status: str, as_json: bool, output_format: str | None, url: str, token: str | None
+) -> None:
+    """List the approval requests (the pending ones by default)."""
+    fmt = output.resolve(as_json, output_format)
     params = {"status": status} if status else {}
     body = Remote(url, token).call("GET", "/v1/approvals", params=params)
-    if as_json:
-        click.echo(json.dumps(body))
-        return
-    for a in body["items"]:
-        click.echo(
-            f"{a['id']}  {a['status']:<9} {a['skill']:<20} {a['class']:<9} "
-            f"{a['signatures_collected']}/{a['signatures_required']} by {a['requested_by']}  "
-            f"args={json.dumps(a['args'], ensure_ascii=False)}"
-        )
+    output.emit(
+        fmt,
+        data=body,
+        json_text=json.dumps(body),
+        table=lambda: output.approvals_table(body["items"]),
+        empty=f"no {status} approvals" if status else "no approvals",
+    )
 
 
 @approvals.command("show")
@@ -61,25 +68,27 @@ def approvals_show(approval_id: str, url: str, token: str | None) -> None:
 
 @approvals.command("approve")
 @click.argument("approval_id")
-@click.option("--comment")
+@click.option("--comment", help="Why: kept with the signature and in the audit chain.")
 @remote_options
 def approvals_approve(approval_id: str, comment: str | None, url: str, token: str | None) -> None:
     """Sign a request (the last signature starts the call)."""
-    remote = Remote(url, token)
-    approval_id = resolve(remote, "approval", approval_id)
-    body = remote.call("POST", f"/v1/approvals/{approval_id}/approve", json={"comment": comment})
-    click.echo(json.dumps(body))
+    _decide("approve", approval_id, comment, url, token)
 
 
 @approvals.command("reject")
 @click.argument("approval_id")
-@click.option("--comment")
+@click.option("--comment", help="Why: kept with the rejection and in the audit chain.")
 @remote_options
 def approvals_reject(approval_id: str, comment: str | None, url: str, token: str | None) -> None:
     """Reject a request: it ends, and its call never runs."""
+    _decide("reject", approval_id, comment, url, token)
+
+
+def _decide(verb: str, approval_id: str, comment: str | None, url: str, token: str | None) -> None:
+    """POST ``approve`` or ``reject`` on the request ``approval_id`` names (a prefix resolved)."""
     remote = Remote(url, token)
     approval_id = resolve(remote, "approval", approval_id)
-    body = remote.call("POST", f"/v1/approvals/{approval_id}/reject", json={"comment": comment})
+    body = remote.call("POST", f"/v1/approvals/{approval_id}/{verb}", json={"comment": comment})
     click.echo(json.dumps(body))
 
 
@@ -112,24 +121,11 @@ def approvals_watch(as_json: bool, url: str, token: str | None) -> None:
             if as_json:
                 click.echo(json.dumps({"event": event.event, "approval": body}, ensure_ascii=False))
             else:
-                click.echo(_watch_line(event.event, body))
+                output.print_line(output.approval_event(event.event, body))
     except StreamLost as exc:
         fail(f"lost the approvals stream of {remote.url}: {exc}")
     except KeyboardInterrupt:
         sys.exit(EXIT_OK)
-
-
-def _watch_line(kind: str, a: dict[str, Any]) -> str:
-    signed = f"{a['signatures_collected']}/{a['signatures_required']}"
-    line = f"{kind:<9} {a['id']}  {a['skill']:<20} {a['class']:<9} {signed} by {a['requested_by']}"
-    signers = [s["principal"] for s in a.get("signatures", []) if s.get("decision") == "approve"]
-    if kind == "requested":
-        line += f"  args={json.dumps(a['args'], ensure_ascii=False)}"
-    elif kind in ("signed", "approved") and signers:
-        line += f"  signed by {', '.join(signers)}"
-    elif a.get("reason"):
-        line += f"  ({a['reason']})"
-    return line
 
 
 # ---- executions -----------------------------------------------------------------------------
@@ -139,28 +135,42 @@ def executions() -> None:
 
 
 @executions.command("list")
-@click.option("--skill")
-@click.option("--status")
-@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 500))
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--skill", help="Only calls of this skill.")
+@click.option("--status", help="Only calls in this status, e.g. failed or pending_approval.")
+@click.option(
+    "--limit",
+    default=20,
+    show_default=True,
+    type=click.IntRange(1, 500),
+    help="How many of the latest calls.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the body of GET /v1/executions.")
+@output.output_option
 @remote_options
 def executions_list(
-    skill: str | None, status: str | None, limit: int, as_json: bool, url: str, token: str | None
+    skill: str | None,
+    status: str | None,
+    limit: int,
+    as_json: bool,
+    output_format: str | None,
+    url: str,
+    token: str | None,
 ) -> None:
+    """List the latest calls, newest first."""
+    fmt = output.resolve(as_json, output_format)
     params: dict[str, Any] = {"limit": limit}
     if skill:
         params["skill"] = skill
     if status:
         params["status"] = status
     body = Remote(url, token).call("GET", "/v1/executions", params=params)
-    if as_json:
-        click.echo(json.dumps(body))
-        return
-    for e in body["items"]:
-        click.echo(
-            f"{e['id']}  {e['created_at']}  {e['status']:<16} {e['skill']:<20} "
-            f"{e['requested_by'] or '-'}"
-        )
+    output.emit(
+        fmt,
+        data=body,
+        json_text=json.dumps(body),
+        table=lambda: output.executions_table(body["items"]),
+        empty="no executions match" if skill or status else "no executions",
+    )
 
 
 @executions.command("show")

@@ -2,9 +2,11 @@
 exit code a local run would give.
 
 The call is submitted with ``wait: false`` (``--yes`` is sent as ``confirm``), its timeline is
-followed over Server-Sent Events (stderr lines to stderr as they come, progress lines too; a
-broken stream is resumed, see :mod:`ongrid_skills.doors.cli.remote`), and once it ended the
-Execution is read back, so that the result printed is the server's text byte for byte. A call
+followed over Server-Sent Events and shown as a local run's is, by
+:class:`~ongrid_skills.doors.cli.output.RunView` (stderr lines as they come, progress as a live
+bar on a terminal; a broken stream is resumed, see :mod:`ongrid_skills.doors.cli.remote`), and
+once it ended the Execution is read back, so that the result is the server's text byte for byte
+(pretty-printed on a terminal unless ``--raw``, as a local run's). A call
 that needs approval exits 4 naming the request and how to approve it, or with ``--wait`` is
 followed through the approval to its end.
 
@@ -22,11 +24,11 @@ from urllib.parse import quote
 import click
 
 from ongrid_skills.doors.cli import args as cli_args
+from ongrid_skills.doors.cli import output
 from ongrid_skills.doors.cli.exits import EXIT_PENDING, EXIT_USAGE, status_exit
 from ongrid_skills.doors.cli.remote import (
     DEFAULT_URL,
     Remote,
-    Sse,
     StreamLost,
     error_of,
     exit_code,
@@ -78,6 +80,7 @@ def run(
     persona: str | None,
     confirm: bool,
     as_json: bool,
+    raw: bool,
     wait: bool,
     dangerous: bool,
     stdin: TextIO,
@@ -121,14 +124,15 @@ def run(
                 if as_json:
                     click.echo(answer.text)
                 sys.exit(EXIT_PENDING)
-        _follow(remote, execution)
+        with output.RunView(name) as view:
+            _follow(remote, execution, view)
     except KeyboardInterrupt:
         _interrupted(execution)
     final = remote.send("GET", f"/v1/executions/{execution['id']}")
     if final.status_code >= 400:
         code, message = error_of(final)
         fail(f"{code}: {message}", exit_code(final.status_code))
-    _print_outcome(final.text, as_json)
+    _print_outcome(final.text, as_json, raw)
     sys.exit(status_exit(final.json()["status"]))
 
 
@@ -154,22 +158,24 @@ def _announce(remote: Remote, execution: dict[str, Any], confirmed: bool, wait: 
         )
 
 
-def _follow(remote: Remote, execution: dict[str, Any]) -> None:
-    """Print the call's timeline until its end (through a pending approval); the status of
+def _follow(remote: Remote, execution: dict[str, Any], view: output.RunView) -> None:
+    """Show the call's timeline until its end (through a pending approval); the status of
     ``execution`` is kept up to date on the way."""
     execution_id = execution["id"]
     try:
         for event in remote.follow(f"/v1/executions/{execution_id}/events"):
             if event.event == "end":
                 return
+            data = json.loads(event.data)
             if event.event == "status":
-                status = json.loads(event.data).get("status")
+                status = data.get("status")
                 if execution["status"] == "pending_approval" and status == "running":
-                    click.echo("ongrid-skills: approved; running", err=True)
+                    view.note("ongrid-skills: approved; running")
                 execution["status"] = status
-            else:
-                _print_event(event)
+            elif isinstance(data, dict):
+                view.show(event.event, data)
     except StreamLost as exc:
+        view.close()
         fail(
             f"lost the call's events at {remote.url}: {exc}; it may still be running: "
             f"ongrid-skills executions logs -f {execution_id}"
@@ -191,31 +197,19 @@ def _interrupted(execution: dict[str, Any]) -> NoReturn:
     sys.exit(EXIT_INTERRUPTED)
 
 
-def _print_event(event: Sse) -> None:
-    data = json.loads(event.data)
-    if event.event == "stderr":
-        click.echo(data.get("line", ""), err=True)
-    elif event.event == "progress":
-        total = data.get("total")
-        amount = f"{data.get('progress')}/{total}" if total is not None else data.get("progress")
-        click.echo(f"[progress {amount}] {data.get('message', '')}".rstrip(), err=True)
-    elif event.event == "stderr_truncated":
-        click.echo("[stderr truncated: over 1 MiB, the rest is not shown]", err=True)
-
-
-def _print_outcome(text: str, as_json: bool) -> None:
-    """The Execution (``--json``), or its result verbatim, or what went wrong on stderr."""
+def _print_outcome(text: str, as_json: bool, raw: bool) -> None:
+    """The Execution (``--json``), or its result (pretty on a terminal unless ``raw``, else
+    verbatim), or what went wrong on stderr: as a local run prints them."""
     if as_json:
         click.echo(text)
         return
     execution = json.loads(text)
     if execution["status"] == "succeeded" and execution.get("result") is not None:
-        sys.stdout.write(result_text(text) + "\n")
-        sys.stdout.flush()
+        output.print_result(result_text(text), raw=raw)
         return
     error = execution.get("error") or {}
     detail = f"{error['code']}: {error['message']}" if error else execution["status"]
-    click.echo(f"ongrid-skills: {execution['skill']} {execution['status']} ({detail})", err=True)
+    output.print_failure(execution["skill"], execution["status"], detail)
 
 
 def result_text(execution_json: str) -> str:

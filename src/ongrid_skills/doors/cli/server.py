@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ongrid_skills.doors.cli import remote_commands
+from ongrid_skills.doors.cli import output, remote_commands
 from ongrid_skills.doors.cli.remote import fail as _fail
 from ongrid_skills.errors import SkillError
 from ongrid_skills.execution.records import iso
@@ -33,19 +33,11 @@ if TYPE_CHECKING:
 MAX_REQUEST_HEAD_BYTES = 64 * 1024
 
 
-def _store(ctx: click.Context) -> Store:
-    from ongrid_skills.store import open_store  # noqa: PLC0415 - lazy: see above
-
-    settings = ctx.obj.settings()
-    try:
-        return open_store(
-            settings.data_dir,
-            settings.database_url,
-            audit_key_file=settings.audit_key_file,
-            audit_sink=settings.audit_sink,
-        )
-    except Exception as exc:  # a broken data dir must say so, not trace back
-        raise click.ClickException(f"cannot open the store in {settings.data_dir}: {exc}") from exc
+def _store(ctx: click.Context, *, create: bool = False) -> Store:
+    """The data dir's store; one that does not exist yet is created only with ``create``, else
+    the command exits 2 naming the path it looked at (see Context.store_settings)."""
+    store: Store = ctx.obj.open_store(create=create)
+    return store
 
 
 def register(cli: click.Group) -> None:
@@ -57,7 +49,7 @@ def register(cli: click.Group) -> None:
 
 @click.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
-@click.option("--port", default=8731, show_default=True, type=int)
+@click.option("--port", default=8731, show_default=True, type=int, help="TCP port to listen on.")
 @click.option("--watch", is_flag=True, help="Reload when files under the dirs change.")
 @click.option("--access-log", is_flag=True, help="Log every HTTP request.")
 @click.pass_context
@@ -75,7 +67,7 @@ def serve(ctx: click.Context, host: str, port: int, watch: bool, access_log: boo
         sock = socket.create_server((host, port), family=_family(host), backlog=2048)
     except OSError as exc:
         raise click.ClickException(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
-    store = _store(ctx)
+    store = _store(ctx, create=True)
     first = bootstrap_admin_token(store)
     url = f"http://{_shown(host)}:{port}"
     click.echo(
@@ -150,17 +142,29 @@ def token() -> None:
 
 
 @token.command("create")
-@click.option("--role", type=click.Choice([r.value for r in Role]), required=True)
+@click.option(
+    "--role",
+    type=click.Choice([r.value for r in Role]),
+    required=True,
+    help="viewer: read, run safe skills; operator: also request mutating/dangerous runs and "
+    "sign approvals; admin: also packs, tokens, reload.",
+)
 @click.option(
     "--name",
     required=True,
     help="Who holds it (it signs approvals and audits): NFKC-normalised and case-folded, then "
     "1-64 of a-z 0-9 . _ @ -, unique, not a reserved name such as manager or watch.",
 )
+@click.option(
+    "--init",
+    is_flag=True,
+    help="Create the data dir's store if there is none yet (an explicit --data-dir does too); "
+    "without either, a missing store is an error (exit 2) naming the path looked at.",
+)
 @click.pass_context
-def token_create(ctx: click.Context, role: str, name: str) -> None:
+def token_create(ctx: click.Context, role: str, name: str, init: bool) -> None:
     """Print only the new token on stdout."""
-    store = _store(ctx)
+    store = _store(ctx, create=init or ctx.obj.data_dir_flag is not None)
     try:
         secret, _ = store.tokens.create(name, Role(role), actor=f"cli:{local_user()}")
     except SkillError as exc:
@@ -169,16 +173,20 @@ def token_create(ctx: click.Context, role: str, name: str) -> None:
 
 
 @token.command("list")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the tokens as a JSON array.")
+@output.output_option
 @click.pass_context
-def token_list(ctx: click.Context, as_json: bool) -> None:
+def token_list(ctx: click.Context, as_json: bool, output_format: str | None) -> None:
+    """List every token of the data dir (never its secret), revoked ones included."""
+    fmt = output.resolve(as_json, output_format)
     rows = [t.to_dict() for t in _store(ctx).tokens.all()]
-    if as_json:
-        click.echo(json.dumps(rows))
-        return
-    for row in rows:
-        state = f"revoked {row['revoked_at']}" if row["revoked_at"] else "active"
-        click.echo(f"{row['id']}  {row['name']:<20} {row['role']:<9} {row['created_at']}  {state}")
+    output.emit(
+        fmt,
+        data=rows,
+        json_text=json.dumps(rows),
+        table=lambda: output.tokens_table(rows),
+        empty="no tokens (create one: ongrid-skills token create --role R --name N)",
+    )
 
 
 @token.command("revoke")
@@ -224,18 +232,27 @@ def audit_verify(ctx: click.Context, sinks: tuple[str, ...]) -> None:
 
 
 @audit.command("list")
-@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000))
+@click.option(
+    "--limit",
+    default=50,
+    show_default=True,
+    type=click.IntRange(1, 10_000),
+    help="How many of the latest entries.",
+)
 @click.option("--action", help="Only this action, e.g. approval.signed.")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the entries as a JSON array.")
+@output.output_option
 @click.pass_context
-def audit_list(ctx: click.Context, limit: int, action: str | None, as_json: bool) -> None:
+def audit_list(
+    ctx: click.Context, limit: int, action: str | None, as_json: bool, output_format: str | None
+) -> None:
+    """List the latest entries of the audit chain."""
+    fmt = output.resolve(as_json, output_format)
     entries = _store(ctx).audit.entries(limit=limit, action=action)
-    if as_json:
-        click.echo(json.dumps(entries, ensure_ascii=False))
-        return
-    for e in entries:
-        data = json.dumps(e["data"], ensure_ascii=False)
-        click.echo(
-            f"{e['seq']:>6} {iso(e['ts'])} {e['actor']:<16} {e['action']:<22} "
-            f"{e['subject'] or '-'} {data[:160]}"
-        )
+    output.emit(
+        fmt,
+        data=entries,
+        json_text=json.dumps(entries, ensure_ascii=False),
+        table=lambda: output.audit_table(entries, iso),
+        empty=f"no audit entries for {action}" if action else "no audit entries",
+    )

@@ -29,7 +29,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from ongrid_skills.doors.mcp.follow import follow
-from ongrid_skills.doors.mcp.results import error_result, execution_result
+from ongrid_skills.doors.mcp.results import error_result, execution_result, unknown_tool
 from ongrid_skills.doors.mcp.session import Ctx
 from ongrid_skills.errors import SkillError, UnknownSkill
 from ongrid_skills.execution.records import Execution, Status
@@ -179,8 +179,8 @@ async def decline(
         if execution.status is Status.PENDING_APPROVAL and execution.approval_id:
             reason = DECLINED if answer == "decline" else DISMISSED
             execution = manager.desk.decline(execution.approval_id, principal, reason)
-    except UnknownSkill:
-        raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {name}") from None
+    except UnknownSkill as exc:
+        raise MCPError(types.INVALID_PARAMS, unknown_tool(name, exc)) from None
     except SkillError as exc:
         return error_result(exc.to_dict())
     if not execution.status.final and execution.status is not Status.PENDING_APPROVAL:

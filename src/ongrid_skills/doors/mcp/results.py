@@ -17,13 +17,18 @@ from typing import Any
 import mcp_types as types
 
 from ongrid_skills.doors.mcp.tools import GET_EXECUTION
-from ongrid_skills.errors import SkillError
+from ongrid_skills.errors import SkillError, UnknownSkill
 from ongrid_skills.execution.records import Execution, Status
 from ongrid_skills.manager import Manager
 
 
 def _text(text: str) -> types.TextContent:
     return types.TextContent(type="text", text=text)
+
+
+def unknown_tool(name: str, exc: UnknownSkill) -> str:
+    """The message of an unknown tool, with the loader's reason when its file was refused."""
+    return f"Unknown tool: {name}" + (f": it failed to load: {exc.failed}" if exc.failed else "")
 
 
 def error_result(error: dict[str, Any]) -> types.CallToolResult:

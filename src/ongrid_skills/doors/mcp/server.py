@@ -36,7 +36,7 @@ from ongrid_skills.doors.mcp.confirmation import Confirmations, ask, audit_confi
 from ongrid_skills.doors.mcp.follow import follow
 from ongrid_skills.doors.mcp.get_execution import get_execution
 from ongrid_skills.doors.mcp.resources import TEMPLATE, list_resources, read_resource
-from ongrid_skills.doors.mcp.results import error_result, execution_result
+from ongrid_skills.doors.mcp.results import error_result, execution_result, unknown_tool
 from ongrid_skills.doors.mcp.session import Ctx, Sessions, set_level
 from ongrid_skills.doors.mcp.tools import GET_EXECUTION, View, fingerprint, view_tools
 from ongrid_skills.errors import SkillError, UnknownSkill
@@ -136,8 +136,8 @@ class _Door:
             execution = await self.manager.submit(
                 name, args, principal=principal, persona=persona, confirm=confirm, wait=False
             )
-        except UnknownSkill:
-            raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {name}") from None
+        except UnknownSkill as exc:
+            raise MCPError(types.INVALID_PARAMS, unknown_tool(name, exc)) from None
         except SkillError as exc:
             return error_result(exc.to_dict())
         if confirm:

@@ -19,15 +19,20 @@ from ongrid_skills.doors.rest import errors
 from ongrid_skills.doors.rest.agent_routes import router as agent_router
 from ongrid_skills.doors.rest.approval_events import router as approval_events_router
 from ongrid_skills.doors.rest.auth import AuthGate
+from ongrid_skills.doors.rest.hosts import router as hosts_router
 from ongrid_skills.doors.rest.json_bodies import RefuseDuplicateKeys
+from ongrid_skills.doors.rest.pack_routes import PACKS_PATH
+from ongrid_skills.doors.rest.pack_routes import router as pack_router
 from ongrid_skills.doors.rest.routes import router
 
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 
 
-def build_rest_app(lifespan: Lifespan) -> FastAPI:
+def build_rest_app(lifespan: Lifespan, *, upload_limit: int = errors.MAX_BODY_BYTES) -> FastAPI:
     """The FastAPI app of ``/v1``: the lifespan must set ``app.state.manager`` and
-    ``app.state.auth`` (an :class:`~ongrid_skills.doors.rest.auth.Authenticator`)."""
+    ``app.state.auth`` (an :class:`~ongrid_skills.doors.rest.auth.Authenticator`);
+    ``upload_limit`` is the largest pack upload (``POST /v1/packs``; see
+    :func:`~ongrid_skills.doors.rest.pack_routes.upload_limit`)."""
     app = FastAPI(
         title="ongrid-skills",
         version=_version(),
@@ -40,10 +45,12 @@ def build_rest_app(lifespan: Lifespan) -> FastAPI:
     # Added first, so innermost: bodies are checked only for callers the gate let in.
     app.add_middleware(RefuseDuplicateKeys)
     app.add_middleware(AuthGate)
-    app.add_middleware(errors.BodyLimit)
+    app.add_middleware(errors.BodyLimit, uploads={PACKS_PATH: upload_limit})
     app.include_router(approval_events_router)  # before /v1/approvals/{approval_id}
     app.include_router(router)
     app.include_router(agent_router)
+    app.include_router(pack_router)
+    app.include_router(hosts_router)
     return app
 
 

@@ -19,6 +19,7 @@ from typing import Any
 from fastapi import APIRouter
 from sse_starlette.sse import EventSourceResponse
 
+from ongrid_skills import feeds
 from ongrid_skills.approval_feed import KINDS
 from ongrid_skills.doors.rest.errors import responses
 from ongrid_skills.doors.rest.routes import Caller, Mgr
@@ -66,25 +67,5 @@ async def approval_events(
 
 
 async def _inbox(manager: Manager, follow: bool) -> AsyncIterator[dict[str, Any]]:
-    desk = manager.desk
-    # Listen before reading the pending requests: a request made in between is then in both
-    # (and sent once), never in neither.
-    with desk.feed.listen() as listener:
-        desk.expire_due()
-        pending = list(reversed(manager.store.approvals.with_status("pending")))
-        sent = {approval.id for approval in pending}
-        for approval in pending:
-            yield _message("requested", approval.to_dict())
-        yield {"event": "ready", "data": json.dumps({"pending": len(pending)})}
-        while follow:
-            told = await listener.get()
-            if told is None:  # fell BACKLOG events behind: end; a client reconnects
-                return
-            kind, body = told
-            if kind == "requested" and body["id"] in sent:
-                continue
-            yield _message(kind, body)
-
-
-def _message(kind: str, body: dict[str, Any]) -> dict[str, Any]:
-    return {"event": kind, "data": json.dumps(body, ensure_ascii=False)}
+    async for kind, body in feeds.approval_inbox(manager, follow=follow):
+        yield {"event": kind, "data": json.dumps(body, ensure_ascii=False)}

@@ -1,8 +1,9 @@
 """Errors → HTTP, in one place: ``{"error": {"code", "message", "details"}}`` with its status.
 
 Routes raise :class:`~ongrid_skills.errors.SkillError` subclasses and never build an error
-response themselves; the status of each code is decided here and nowhere else
-(:data:`STATUS_BY_CODE`; the tree with every code is drawn in :mod:`ongrid_skills.errors`).
+response themselves; the status of each code comes from :data:`STATUS_BY_CODE`
+(:mod:`ongrid_skills.doors.statuses`, shared with the web console; the tree with every code is
+drawn in :mod:`ongrid_skills.errors`).
 """
 
 from __future__ import annotations
@@ -19,29 +20,16 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ongrid_skills.doors.statuses import STATUS_BY_CODE
 from ongrid_skills.errors import SkillError
 
 LOG = logging.getLogger("ongrid_skills.doors.rest")
 MAX_BODY_BYTES = 1024 * 1024
 
-STATUS_BY_CODE = {
-    "invalid_args": 400,
-    "invalid_request": 400,
-    "invalid_manifest": 400,
-    "unauthorized": 401,
-    "forbidden": 403,
-    "denied": 403,
-    "not_found": 404,
-    "method_not_allowed": 405,
-    "conflict": 409,
-    "too_large": 413,
-    "busy": 429,
-    "storage_full": 507,
-    "invalid_config": 500,
-    "internal_error": 500,
-}
 CODE_BY_STATUS = {status: code for code, status in STATUS_BY_CODE.items() if status != 500}
-CODE_BY_STATUS.update({400: "invalid_request", 403: "forbidden", 500: "internal_error"})
+CODE_BY_STATUS.update(
+    {400: "invalid_request", 403: "forbidden", 409: "conflict", 500: "internal_error"}
+)
 
 
 class ErrorDetail(BaseModel):
@@ -65,6 +53,7 @@ _MEANING = {
     413: "Request body over the limit",
     429: "Execution queue full; retry later",
     500: "Internal error; see the manager's log",
+    502: "A pack's source or an index could not be fetched, or is not what the index names",
     507: "The store's filesystem is full: nothing was started or recorded",
 }
 
@@ -151,24 +140,32 @@ def allowed_methods(request: Request) -> str:
 
 
 class BodyLimit:
-    """Refuse request bodies over the limit with 413, by header or by counting the stream."""
+    """Refuse request bodies over the limit with 413, by header or by counting the stream.
 
-    def __init__(self, app: ASGIApp, limit: int = MAX_BODY_BYTES) -> None:
+    ``uploads`` gives a larger limit to ``POST`` on the paths it names (a pack archive)."""
+
+    def __init__(
+        self, app: ASGIApp, limit: int = MAX_BODY_BYTES, uploads: dict[str, int] | None = None
+    ) -> None:
         self.app = app
-        self.limit = limit
+        self.default = limit
+        self.uploads = uploads or {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit = self.default
+        if scope["method"] == "POST":
+            limit = self.uploads.get(scope["path"], limit)
         for name, value in scope.get("headers", ()):
             if name == b"content-length":
                 # Only ASCII digits: int() would also take "-1", " 5", "+5" and "1_000".
                 if not value.isdigit() or len(value) > 19:
                     await _reply(send, 400, "invalid_request", "bad Content-Length")
                     return
-                if int(value) > self.limit:
-                    await _reply(send, 413, "too_large", f"request body over {self.limit} bytes")
+                if int(value) > limit:
+                    await _reply(send, 413, "too_large", f"request body over {limit} bytes")
                     return
         seen = 0
         started = False
@@ -178,8 +175,8 @@ class BodyLimit:
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
-                if seen > self.limit:
-                    raise _TooLarge(self.limit)
+                if seen > limit:
+                    raise _TooLarge(limit)
             return message
 
         async def tracking_send(message: Message) -> None:
@@ -192,7 +189,7 @@ class BodyLimit:
             await self.app(scope, counting_receive, tracking_send)
         except _TooLarge:
             if not started:
-                await _reply(send, 413, "too_large", f"request body over {self.limit} bytes")
+                await _reply(send, 413, "too_large", f"request body over {limit} bytes")
 
 
 class _TooLarge(StarletteHTTPException):

@@ -15,6 +15,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
+from pydantic import BaseModel, Field
 from sse_starlette.sse import EventSourceResponse
 
 from ongrid_skills import feeds, toolspec
@@ -144,11 +145,19 @@ async def list_executions(
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: Annotated[str | None, Query(max_length=300)] = None,
     id_prefix: IdPrefix = None,
+    requested_by: Annotated[
+        str | None, Query(max_length=128, description="Only the calls this principal asked for.")
+    ] = None,
 ) -> Response:
     if status is not None and status not in {s.value for s in Status}:
         raise InvalidRequest(f"unknown status {status!r}")
     items, next_cursor = manager.store.executions.page(
-        skill=skill, status=status, limit=limit, cursor=cursor, id_prefix=id_prefix
+        skill=skill,
+        status=status,
+        limit=limit,
+        cursor=cursor,
+        id_prefix=id_prefix,
+        requested_by=requested_by,
     )
     # Results are spliced in verbatim (Execution.to_json): never re-serialised, so a deep or
     # big result can neither break nor slow this listing.
@@ -324,6 +333,49 @@ async def reload(manager: Mgr, caller: Caller) -> dict[str, Any]:
     require_role(caller, Role.ADMIN)
     registry = await manager.reload(caller.name)
     return {"skills": len(registry), "loader_errors": len(registry.report.errors)}
+
+
+class SkippedFile(BaseModel):
+    """One file or folder the last load skipped."""
+
+    what: str = Field(description="skill.json, SKILL.md, persona or dir")
+    kind: str = Field(
+        description="parse or build (refused: counted in errors), duplicate (a name already "
+        "taken: the first one found wins), dir (a root or folder not walked)"
+    )
+    path: str = Field(description="as the loader shows it (absolute, or the relative root given)")
+    name: str | None = Field(description="the skill or persona name, when the file gave one")
+    reason: str
+    line: int | None = Field(description="where in the file (refused files only)")
+    column: int | None
+    log_line: str = Field(description="the loader line that reported it (SPEC §3)")
+
+
+class LoaderReport(BaseModel):
+    """What the current registry's load skipped."""
+
+    skills: int = Field(description="skills loaded (as in /v1/health)")
+    personas: int = Field(description="personas loaded, the built-in default included")
+    errors: int = Field(description="files refused (parse or build), /v1/health's loader_errors")
+    items: list[SkippedFile] = Field(description="every skipped file and folder, in load order")
+    total: int
+
+
+@router.get("/v1/loader", response_model=LoaderReport, responses=responses(403))
+async def loader(manager: Mgr, caller: Caller) -> dict[str, Any]:
+    """What the last load (start-up or reload) skipped, and why: every refused skill.json,
+    SKILL.md and persona file, every duplicate name and every root or folder not walked, with
+    its path, reason and loader line. Admin only (paths and parse errors describe the host)."""
+    require_role(caller, Role.ADMIN)
+    registry = manager.registry
+    report = registry.report
+    return {
+        "skills": len(registry),
+        "personas": len(registry.personas),
+        "errors": len(report.errors),
+        "items": [item.to_dict() for item in report.skipped],
+        "total": len(report.skipped),
+    }
 
 
 @router.get("/metrics", response_class=PlainTextResponse, responses=responses())

@@ -5,7 +5,10 @@ One module per concept: ``app`` (assembly), ``security`` (headers, same-origin, 
 ``sessions`` (cookie → session → principal), ``forms`` (the checked form of every state change),
 ``login``, ``throttle``, ``templates`` (render, navigation), ``assets`` (hashed static files),
 ``errors`` (codes → pages), ``catalogue`` (the catalogue's query and pages), ``pages`` (catalogue
-routes), ``live`` (event streams of the live parts). It never imports another door.
+routes), ``live`` (event streams of the live parts), ``runform`` (a schema → form fields and
+back), ``run`` (the run form and its confirmation), ``execution_page`` (an execution's page and
+its cancel), ``approvals`` and ``approval_cards`` (the approvals inbox), ``history`` (executions,
+audit), ``personas``, ``agent_runs``. It never imports another door.
 """
 
 from ongrid_skills.doors.web.app import build_web_app

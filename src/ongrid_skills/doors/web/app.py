@@ -11,7 +11,18 @@ from __future__ import annotations
 from fastapi import FastAPI
 from starlette.routing import Route
 
-from ongrid_skills.doors.web import errors, live, login, pages
+from ongrid_skills.doors.web import (
+    agent_runs,
+    approvals,
+    errors,
+    execution_page,
+    history,
+    live,
+    login,
+    pages,
+    personas,
+    run,
+)
 from ongrid_skills.doors.web.assets import PREFIX, Assets, favicon, static_file
 from ongrid_skills.doors.web.security import SameOriginGuard, SecurityHeaders
 from ongrid_skills.doors.web.templates import environment
@@ -36,4 +47,10 @@ def build_web_app(settings: Settings) -> FastAPI:
     app.include_router(login.router)
     app.include_router(pages.router)
     app.include_router(live.router)
+    app.include_router(approvals.router)
+    app.include_router(history.router)
+    app.include_router(personas.router)
+    app.include_router(agent_runs.router)
+    app.include_router(run.router)
+    app.include_router(execution_page.router)
     return app

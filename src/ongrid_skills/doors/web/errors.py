@@ -2,7 +2,8 @@
 
 Routes raise :class:`~ongrid_skills.errors.SkillError` subclasses (the gate's ``Forbidden``, the
 registry's ``NotFound``…) or ``sessions.LoginRequired``, and never build an error page themselves.
-Statuses are those of the REST door for the same codes (SPEC §9), decided here for this door.
+Statuses are the REST door's for the same codes (SPEC §9): one table,
+:mod:`ongrid_skills.doors.statuses`.
 """
 
 from __future__ import annotations
@@ -15,27 +16,13 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import RedirectResponse, Response
 
+from ongrid_skills.doors.statuses import STATUS_BY_CODE
 from ongrid_skills.doors.web.sessions import LoginRequired, clear_session_cookie
 from ongrid_skills.doors.web.templates import render
 from ongrid_skills.errors import SkillError
 
 LOG = logging.getLogger("ongrid_skills.doors.web")
 
-STATUS_BY_CODE = {
-    "invalid_args": 400,
-    "invalid_request": 400,
-    "invalid_manifest": 400,
-    "unauthorized": 401,
-    "forbidden": 403,
-    "denied": 403,
-    "not_found": 404,
-    "conflict": 409,
-    "too_large": 413,
-    "busy": 429,
-    "storage_full": 507,
-    "invalid_config": 500,
-    "internal_error": 500,
-}
 TITLES = {
     400: "Bad request",
     401: "Not logged in",

@@ -13,7 +13,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Request
+from fastapi import APIRouter, Header, Query, Request
 from sse_starlette.sse import EventSourceResponse
 
 from ongrid_skills import feeds
@@ -35,12 +35,16 @@ async def execution_events(
     request: Request,
     execution_id: str,
     _session: Session,
+    after: Annotated[int, Query(ge=0, le=10**12)] = 0,
     last_event: Annotated[str | None, Header(alias="last-event-id")] = None,
 ) -> EventSourceResponse:
-    """An execution's timeline: events so far, live ones, then ``end`` with the execution."""
+    """An execution's timeline: events so far, live ones, then ``end`` with the execution.
+    ``?after=N`` starts after event N (a page that lists the first N already); a reconnecting
+    browser's ``Last-Event-ID`` goes further when it is larger."""
     manager = manager_of(request)
     manager.get(execution_id)  # NotFound before the stream starts
-    return EventSourceResponse(_stream(manager, execution_id, last_event_id(last_event)))
+    start = max(after, last_event_id(last_event))
+    return EventSourceResponse(_stream(manager, execution_id, start))
 
 
 async def _stream(manager: Manager, execution_id: str, after: int) -> AsyncIterator[dict[str, Any]]:

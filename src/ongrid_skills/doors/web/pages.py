@@ -18,6 +18,7 @@ from starlette.responses import RedirectResponse, Response
 
 from ongrid_skills.doors.web.catalogue import CatalogueQuery, catalogue_page
 from ongrid_skills.doors.web.forms import CheckedForm
+from ongrid_skills.doors.web.run import run_blocker
 from ongrid_skills.doors.web.sessions import Session, manager_of
 from ongrid_skills.doors.web.templates import render
 from ongrid_skills.governance.gate import has_role, require_role
@@ -59,7 +60,7 @@ async def catalogue(
 
 
 @router.get("/skills/{name}")
-async def skill_page(request: Request, name: str, _session: Session) -> Response:
+async def skill_page(request: Request, name: str, session: Session) -> Response:
     manager = manager_of(request)
     skill = manager.registry.resolve(name)
     executions, _cursor = manager.store.executions.page(skill=skill.name, limit=RECENT_EXECUTIONS)
@@ -74,6 +75,7 @@ async def skill_page(request: Request, name: str, _session: Session) -> Response
         if skill.extra
         else None,
         executions=executions,
+        run_blocker=run_blocker(skill, session),
     )
 
 

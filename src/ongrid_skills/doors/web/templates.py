@@ -34,7 +34,14 @@ class NavItem:
 
 
 #: The main navigation, in order. A new page family adds its entry here.
-NAV: tuple[NavItem, ...] = (NavItem("catalogue", "Catalogue", "/skills"),)
+NAV: tuple[NavItem, ...] = (
+    NavItem("catalogue", "Catalogue", "/skills"),
+    NavItem("approvals", "Approvals", "/approvals"),
+    NavItem("executions", "Executions", "/executions"),
+    NavItem("audit", "Audit", "/audit"),
+    NavItem("personas", "Personas", "/personas"),
+    NavItem("agent", "Agent runs", "/agent/runs"),
+)
 
 
 def environment(static_url: Callable[[str], str]) -> Environment:

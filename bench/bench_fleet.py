@@ -1,0 +1,270 @@
+"""Edge workers over NATS: what a remote call costs, and the catalogue of a large fleet.
+
+    .venv/bin/python bench/bench_fleet.py [--calls 300] [--hosts 200] [--skills 50]
+                                          [--workers 8] [--parallel 400] [--json]
+
+Starts a NATS server of its own (``nats-server -js``, as the tests do: tests/support/nats.py).
+
+- **overhead**: one ``ongrid-skills worker`` process and a manager (``open_manager``, in this
+  process) with the same trivial skill twice: ``noop`` (``scope: host``, run by the worker) and
+  ``noop_local`` (run by the manager's own runner). ``Manager.submit`` waited to the end, the two
+  interleaved in blocks of 50 calls; p50/p99 of each, and the difference: what the trip
+  manager → NATS → worker → NATS → manager adds to a call.
+- **inventory**: ``--hosts`` simulated workers × ``--skills`` skills written straight into the
+  hosts bucket (the same skills on every host: one skill per name, each with a ``--hosts``-long
+  host enum; and all different: hosts × skills skills), a manager with its REST app following
+  them. Figures: reading all the entries (``Hosts.apply``), one merge (``Manager.registry``
+  after a host left), and ``GET /v1/skills`` right after it came back (merge + JSON), p50 of
+  20 such changes; bar ≤ 100 ms.
+- **throughput**: ``--workers`` worker processes, ``--parallel`` calls submitted at once spread
+  over them (32 in flight), calls/s; and the same count of local calls, for comparison.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import nats
+from tests.support.fleet import Fleet, host_skill
+from tests.support.nats import NatsServer, running_nats
+from tests.support.server import make_settings, running_app
+from tests.support.skills import write_skill
+
+from ongrid_skills.fleet.inventory import skills_digest
+from ongrid_skills.fleet.signing import manager_key
+from ongrid_skills.governance.principal import Principal
+from ongrid_skills.runtime import open_manager
+from ongrid_skills.types import Role
+
+NOOP = "cat >/dev/null\necho '{}'"
+TARGET_MS = 100.0
+WHO = Principal("bench", Role.OPERATOR)
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
+
+
+def setup(root: Path, server: NatsServer, workers: int) -> tuple[Fleet, Any]:
+    """Worker skills (host noop), manager skills (local noop), the fleet and its settings."""
+    worker_skills, manager_skills = root / "worker-skills", root / "manager-skills"
+    host_skill(worker_skills, "noop", "echo '{}'")
+    write_skill(manager_skills, "noop_local", f"#!/bin/sh\n{NOOP}\n")
+    settings = make_settings(
+        root, manager_skills, data_dir=str(root / "manager"), nats_url=server.url,
+        fleet_prefix="bench", fleet_ttl_seconds=15, max_concurrent_executions=64,
+    )  # fmt: skip
+    key = manager_key(settings)
+    keys = root / "managers.pub"
+    keys.write_text(key.public_line + "\n")
+    fleet = Fleet(root, server, "bench", keys, settings)
+    for n in range(workers):
+        fleet.worker(f"w{n}", worker_skills, ONGRID_FLEET_TTL_SECONDS="15")
+    return fleet, settings
+
+
+async def wait_hosts(manager: Any, count: int) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        skill = manager.registry.skills.get("noop")
+        if skill is not None and len(skill.schema["properties"]["host"]["enum"]) >= count:
+            return
+        await asyncio.sleep(0.05)
+    raise SystemExit(f"the manager did not see {count} workers")
+
+
+async def overhead(settings: Any, calls: int) -> dict[str, Any]:
+    remote: list[float] = []
+    local: list[float] = []
+    async with open_manager(settings, loader_sink=lambda _l: None) as manager:
+        await wait_hosts(manager, 1)
+        sides = [("noop", {"host": "w0"}, remote), ("noop_local", {}, local)]
+        for name, args, _ in sides:  # warm up
+            for _ in range(20):
+                await manager.submit(name, args, principal=WHO)
+        for block in range(max(1, calls // 50)):
+            for name, args, out in sides if block % 2 == 0 else sides[::-1]:
+                for _ in range(50):
+                    started = time.perf_counter()
+                    done = await manager.submit(name, args, principal=WHO)
+                    out.append((time.perf_counter() - started) * 1000)
+                    assert done.ok, done.to_dict()
+    return {
+        "remote_p50_ms": statistics.median(remote),
+        "remote_p99_ms": pct(remote, 99),
+        "local_p50_ms": statistics.median(local),
+        "local_p99_ms": pct(local, 99),
+        "overhead_p50_ms": statistics.median(remote) - statistics.median(local),
+        "calls": len(remote),
+    }
+
+
+async def throughput(settings: Any, workers: int, count: int) -> dict[str, Any]:
+    async with open_manager(settings, loader_sink=lambda _l: None) as manager:
+        await wait_hosts(manager, workers)
+        results = {}
+        for label, name, args_of in (
+            ("remote", "noop", lambda i: {"host": f"w{i % workers}"}),
+            ("local", "noop_local", lambda _i: {}),
+        ):
+            gate = asyncio.Semaphore(32)
+
+            async def one(
+                i: int, name: str = name, args_of: Any = args_of, gate: Any = gate
+            ) -> None:
+                async with gate:
+                    done = await manager.submit(name, args_of(i), principal=WHO)
+                    assert done.ok, done.to_dict()
+
+            started = time.perf_counter()
+            await asyncio.gather(*(one(i) for i in range(count)))
+            results[f"{label}_calls_per_s"] = count / (time.perf_counter() - started)
+    return {**results, "workers": workers, "calls": count}
+
+
+def simulated_entries(hosts: int, skills: int, shared: bool) -> list[tuple[str, bytes]]:
+    now = time.time()
+    out = []
+    for h in range(hosts):
+        host = f"sim-{h:04d}"
+        records = []
+        for s in range(skills):
+            name = f"skill_{s:03d}" if shared else f"skill_{h:04d}_{s:03d}"
+            schema = {
+                "type": "object",
+                "properties": {"path": {"type": "string"}, "count": {"type": "integer"}},
+                "required": ["path"],
+            }
+            records.append({
+                "name": name, "definition_hash": f"{s:064x}", "description": f"{name} on a host",
+                "class": "safe", "kind": "subprocess", "category": "host", "schema": schema,
+                "timeout_seconds": 30, "when_to_use": None, "confirmation_required": False,
+            })  # fmt: skip
+        body = {
+            "host": host, "instance": f"i{h}", "pid": h, "version": "bench",
+            "labels": {"rack": f"r{h % 10}"}, "ttl": 3600.0, "started_at": now,
+            "heartbeat_at": now, "running": 0, "skills_digest": skills_digest(records),
+            "skills": records,
+        }  # fmt: skip
+        out.append((host, json.dumps(body).encode()))
+    return out
+
+
+async def fill_bucket(url: str, prefix: str, entries: list[tuple[str, bytes]]) -> None:
+    from ongrid_skills.fleet import bus
+
+    nc = await nats.connect(url)
+    try:
+        kv = await bus.ensure(nc.jetstream(), bus.Names(prefix), 3600)
+        for host, value in entries:
+            await kv.put(host, value)
+    finally:
+        await nc.close()
+
+
+def inventory(root: Path, nats_url: str, hosts: int, skills: int) -> dict[str, Any]:
+    from ongrid_skills.fleet.catalogue import Hosts
+
+    out: dict[str, Any] = {"hosts": hosts, "skills_per_host": skills}
+    for shared in (True, False):
+        label = "shared" if shared else "distinct"
+        entries = simulated_entries(hosts, skills, shared)
+        fresh = Hosts(time.monotonic)
+        started = time.perf_counter()
+        for host, value in entries:
+            fresh.apply(host, value)
+        out[f"{label}_apply_all_ms"] = (time.perf_counter() - started) * 1000
+        prefix = f"inv{label}"
+        asyncio.run(fill_bucket(nats_url, prefix, entries))
+        settings = make_settings(
+            root, root / "empty", data_dir=str(root / f"inv-{label}"), nats_url=nats_url,
+            fleet_prefix=prefix, fleet_ttl_seconds=3600,
+        )  # fmt: skip
+        (root / "empty").mkdir(exist_ok=True)
+        with running_app(settings) as server:
+            manager = server.manager
+            deadline = time.monotonic() + 60
+            while len(manager.fleet.hosts.hosts) < hosts and time.monotonic() < deadline:
+                time.sleep(0.05)
+            expected = skills if shared else hosts * skills
+            assert len(manager.registry) == expected, (len(manager.registry), expected)
+            merges, gets = [], []
+            hosts_view = manager.fleet.hosts
+            for n in range(20):
+                # One host leaves, then comes back: what changes the offer in a live fleet.
+                host, value = entries[n % len(entries)]
+                hosts_view.remove(host)
+                started = time.perf_counter()
+                _ = manager.registry
+                merges.append((time.perf_counter() - started) * 1000)
+                hosts_view.apply(host, value)
+                started = time.perf_counter()
+                response = server.call("GET", "/v1/skills", "vera")
+                gets.append((time.perf_counter() - started) * 1000)
+                assert response.status_code == 200
+            out[f"{label}_skills_offered"] = expected
+            out[f"{label}_merge_p50_ms"] = statistics.median(merges)
+            out[f"{label}_get_skills_p50_ms"] = statistics.median(gets)
+            out[f"{label}_get_skills_bytes"] = len(response.content)
+            out[f"{label}_ok"] = statistics.median(gets) <= TARGET_MS
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--hosts", type=int, default=200)
+    parser.add_argument("--skills", type=int, default=50)
+    parser.add_argument("--workers", type=int, default=8)
+    parser.add_argument("--parallel", type=int, default=400)
+    parser.add_argument("--json", action="store_true")
+    options = parser.parse_args()
+    results: dict[str, Any] = {}
+    with running_nats() as server, tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        fleet, settings = setup(root, server, options.workers)
+        try:
+            results["overhead"] = asyncio.run(overhead(settings, options.calls))
+            results["throughput"] = asyncio.run(
+                throughput(settings, options.workers, options.parallel)
+            )
+        finally:
+            for worker in fleet.workers:
+                worker.stop()
+        results["inventory"] = inventory(root, server.url, options.hosts, options.skills)
+    if options.json:
+        print(json.dumps(results, indent=2))
+        return
+    o, t, i = results["overhead"], results["throughput"], results["inventory"]
+    print(f"remote call  p50 {o['remote_p50_ms']:.2f} ms  p99 {o['remote_p99_ms']:.2f} ms")
+    print(f"local call   p50 {o['local_p50_ms']:.2f} ms  p99 {o['local_p99_ms']:.2f} ms")
+    print(f"overhead     p50 {o['overhead_p50_ms']:.2f} ms  ({o['calls']} calls each)")
+    print(
+        f"throughput   {t['remote_calls_per_s']:.0f} calls/s on {t['workers']} workers, "
+        f"{t['local_calls_per_s']:.0f} calls/s local ({t['calls']} calls, 32 in flight)"
+    )
+    for label in ("shared", "distinct"):
+        print(
+            f"inventory {label:8} {i['hosts']}×{i['skills_per_host']}: "
+            f"{i[f'{label}_skills_offered']} skills offered, "
+            f"apply all {i[f'{label}_apply_all_ms']:.0f} ms, merge p50 "
+            f"{i[f'{label}_merge_p50_ms']:.1f} ms, GET /v1/skills p50 "
+            f"{i[f'{label}_get_skills_p50_ms']:.1f} ms "
+            f"({i[f'{label}_get_skills_bytes'] // 1024} KiB) "
+            f"{'ok' if i[f'{label}_ok'] else 'over'} (≤ {TARGET_MS:.0f} ms)"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,236 @@
+"""What each listing and ``show`` prints: the columns, the badges, the key/value view of a skill,
+the lines of ``approvals watch``.
+
+Builders only: each turns the data a command already has (skills, token rows, audit entries, a
+server's JSON bodies and events) into a :class:`~ongrid_skills.doors.cli.output.tables.Table`, a
+line of cells, or the lines of ``show``. A skill class is a coloured badge that says its word,
+so it reads the same without colour. They never fetch anything and never decide between terminal
+and pipe beyond calling the renderers of ``tables``/``terminal``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import click
+
+from ongrid_skills.doors.cli.output.tables import (
+    Cell,
+    Column,
+    Styled,
+    Table,
+    cell_text,
+    rich_text,
+)
+from ongrid_skills.doors.cli.output.terminal import console, one_line, stdout_is_terminal
+from ongrid_skills.skills.model import Skill
+
+#: A skill class as a badge: colour for the eye, the word for everyone (and for NO_COLOR).
+CLASS_STYLE = {"safe": "green", "mutating": "yellow", "dangerous": "bold red"}
+#: Statuses of executions and approvals, by how they ended.
+STATUS_STYLE = {
+    "succeeded": "green",
+    "approved": "green",
+    "active": "green",
+    "running": "cyan",
+    "pending": "cyan",
+    "pending_approval": "cyan",
+    "failed": "red",
+    "timed_out": "red",
+    "output_too_large": "red",
+    "interrupted": "red",
+    "invalid_args": "red",
+    "denied": "yellow",
+    "rejected": "yellow",
+    "expired": "yellow",
+    "cancelled": "yellow",
+}
+
+#: The events of ``approvals watch`` that are not statuses.
+WATCH_STYLE = {"requested": "cyan", "signed": "cyan", "void": "yellow"}
+
+
+def badge(skill_class: str) -> Styled:
+    return Styled(skill_class, CLASS_STYLE.get(skill_class, ""))
+
+
+def status(value: str) -> Styled:
+    return Styled(value, STATUS_STYLE.get(value, ""))
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def skills_table(skills: Iterable[Skill]) -> Table:
+    table = Table(
+        [
+            Column("NAME", key=True),
+            Column("CLASS"),
+            Column("CATEGORY"),
+            Column("DESCRIPTION", flexible=True),
+        ]
+    )
+    for skill in skills:
+        description: Cell = one_line(skill.description, 80)
+        if not skill.available:
+            note = Styled(f"  [unavailable: {one_line(skill.unavailable_reason or '')}]", "red")
+            description = (one_line(skill.description, 80), note)
+        row: list[Cell] = [skill.name, badge(skill.skill_class.value), skill.category, description]
+        table.rows.append(row)
+    return table
+
+
+def tokens_table(rows: Iterable[Mapping[str, Any]]) -> Table:
+    table = Table(
+        [
+            Column("ID", key=True),
+            Column("NAME", key=True),
+            Column("ROLE"),
+            Column("CREATED"),
+            Column("STATE"),
+        ]
+    )
+    for row in rows:
+        revoked = row["revoked_at"]
+        state = Styled(f"revoked {revoked}", "dim") if revoked else status("active")
+        table.rows.append([row["id"], row["name"], row["role"], row["created_at"], state])
+    return table
+
+
+def audit_table(entries: Iterable[Mapping[str, Any]], when: Any) -> Table:
+    """``when`` turns an entry's ``ts`` into the time shown (the store's ISO format)."""
+    table = Table(
+        [
+            Column("SEQ", justify="right", key=True),
+            Column("TIME"),
+            Column("ACTOR"),
+            Column("ACTION"),
+            Column("SUBJECT", key=True),
+            Column("DATA", flexible=True),
+        ]
+    )
+    for e in entries:
+        data = one_line(_compact(e["data"]), 160)
+        table.rows.append(
+            [str(e["seq"]), when(e["ts"]), e["actor"], e["action"], e["subject"] or "-", data]
+        )
+    return table
+
+
+def approvals_table(items: Iterable[Mapping[str, Any]]) -> Table:
+    table = Table(
+        [
+            Column("ID", key=True),
+            Column("STATUS"),
+            Column("SKILL"),
+            Column("CLASS"),
+            Column("SIGNED"),
+            Column("REQUESTED BY"),
+            Column("ARGS", flexible=True),
+        ]
+    )
+    for a in items:
+        signed = f"{a['signatures_collected']}/{a['signatures_required']}"
+        args = one_line(_compact(a["args"]), 160)
+        by = a["requested_by"] or "-"
+        table.rows.append(
+            [a["id"], status(a["status"]), a["skill"], badge(a["class"]), signed, by, args]
+        )
+    return table
+
+
+def executions_table(items: Iterable[Mapping[str, Any]]) -> Table:
+    table = Table(
+        [
+            Column("ID", key=True),
+            Column("CREATED"),
+            Column("STATUS"),
+            Column("SKILL"),
+            Column("REQUESTED BY"),
+        ]
+    )
+    for e in items:
+        table.rows.append(
+            [e["id"], e["created_at"], status(e["status"]), e["skill"], e["requested_by"] or "-"]
+        )
+    return table
+
+
+def approval_event(kind: str, a: Mapping[str, Any]) -> tuple[str | Styled, ...]:
+    """One line of ``approvals watch``: the event, then the request (its args when it is new,
+    its signers once signed, else why it ended). The event and the class are coloured words."""
+    signed = f"{a['signatures_collected']}/{a['signatures_required']}"
+    line: list[str | Styled] = [
+        Styled(kind, STATUS_STYLE.get(kind) or WATCH_STYLE.get(kind, "")),
+        " " * max(0, 9 - len(kind)),
+        f" {a['id']}  {a['skill']:<20} ",
+        badge(a["class"]),
+        " " * max(0, 9 - len(a["class"])),
+        f" {signed} by {a['requested_by']}",
+    ]
+    signers = [s["principal"] for s in a.get("signatures", []) if s.get("decision") == "approve"]
+    if kind == "requested":
+        line.append(f"  args={_compact(a['args'])}")
+    elif kind in ("signed", "approved") and signers:
+        line.append(f"  signed by {', '.join(signers)}")
+    elif a.get("reason"):
+        line.append(f"  ({a['reason']})")
+    return tuple(line)
+
+
+def skill_fields(skill: Skill) -> list[tuple[str, Cell]]:
+    """What ``show`` says about a skill, key by key, before its schema."""
+    summary = skill.summary()
+    fields: list[tuple[str, Cell]] = [
+        ("name", skill.name),
+        ("description", skill.description),
+        ("class", badge(skill.skill_class.value)),
+    ]
+    fields += [(key, str(summary[key])) for key in ("category", "kind", "source")]
+    fields.append(("timeout_seconds", str(skill.timeout_seconds)))
+    if skill.target is not None:
+        fields.append(("entry", skill.target.entry))
+        fields.append(("env_allow", ", ".join(skill.target.env_allow) or "(none)"))
+    fields.append(("manifest", skill.origin))
+    if skill.base_dir is not None:
+        fields.append(("folder", skill.base_dir))
+    if skill.aliases:
+        fields.append(("aliases", ", ".join(skill.aliases)))
+    if skill.when_to_use:
+        fields.append(("when_to_use", skill.when_to_use))
+    if not skill.available:
+        fields.append(("unavailable", Styled(skill.unavailable_reason or "", "red")))
+    if skill.activation:
+        keywords = f" ({', '.join(skill.keywords)})" if skill.keywords else ""
+        fields.append(("activation", f"{skill.activation}{keywords}"))
+    for key, value in sorted((skill.extra or {}).items(), key=lambda kv: str(kv[0])):
+        if value is not None:
+            fields.append((str(key), _compact(value)))
+    return fields
+
+
+def print_skill(skill: Skill) -> None:
+    """``show``: a key/value view and the schema, drawn on a terminal, plain in a pipe."""
+    fields = skill_fields(skill)
+    if not stdout_is_terminal():
+        for key, value in fields:
+            click.echo(f"{key + ':':<16} {cell_text(value)}")
+        click.echo("schema:")
+        click.echo(json.dumps(skill.schema, indent=2, ensure_ascii=False))
+        return
+    from rich.json import JSON  # noqa: PLC0415 - lazy: terminal only
+    from rich.table import Table as Grid  # noqa: PLC0415
+    from rich.text import Text  # noqa: PLC0415
+
+    grid = Grid.grid(padding=(0, 2))
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column(overflow="fold")
+    for key, value in fields:
+        grid.add_row(Text(key), rich_text(value))
+    out = console()
+    out.print(grid)
+    out.print(Text("schema", style="bold"))
+    out.print(JSON.from_data(skill.schema, indent=2, ensure_ascii=False))

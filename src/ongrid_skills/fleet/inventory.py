@@ -1,0 +1,229 @@
+"""A worker's inventory: what one host announces in the hosts bucket, and reading it back.
+
+A worker writes one entry under its host id, again at every heartbeat::
+
+    {"host": "web-1", "instance": "<new at each start>", "pid": 4242, "version": "0.1.0",
+     "labels": {"env": "prod"}, "ttl": 15, "started_at": …, "heartbeat_at": …, "running": 0,
+     "skills_digest": "<sha256 of the skills list>",
+     "skills": [{"name": "clean_disk", "definition_hash": "<sha256>", "description": …,
+                 "class": "mutating", "kind": "subprocess", "category": …, "schema": {…},
+                 "timeout_seconds": 60, "when_to_use": null, "confirmation_required": false}]}
+
+Only the worker's ``scope: host`` skills that are available are announced. The *fleet definition
+hash* covers what the call is on any host — name, description, class, kind, schema, timeout,
+allowed environment, and the entry's bytes (or the built-in's name) — and not where the files
+sit (paths, inodes, times), so one skill deployed on two hosts has one hash, and an edited one
+another. A manager binds approvals to it; a worker refuses a call whose hash is not its own.
+
+Anyone who may write the bucket is trusted to describe hosts (restrict it with NATS
+permissions): :func:`parse` only makes sure what it reads is well-formed and bounded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ongrid_skills.fleet.bus import host_id_problem
+from ongrid_skills.skills.model import SCOPE_HOST, Skill
+from ongrid_skills.skills.schemas import schema_problem
+from ongrid_skills.skills.skill_json import MAX_NAME_LENGTH, NAME_RE
+from ongrid_skills.types import SkillClass
+
+MAX_SKILLS = 10_000
+MAX_LABELS = 64
+MAX_TEXT = 4096
+KINDS = ("subprocess", "native")
+
+
+def definition_hash(skill: Skill) -> str:
+    """The fleet definition hash of one of this host's skills (see the module docstring)."""
+    target = skill.target
+    builtin = skill.builtin
+    body = {
+        "name": skill.name,
+        "description": skill.description,
+        "class": skill.skill_class.value,
+        "kind": skill.kind,
+        "schema": skill.schema,
+        "timeout": skill.timeout_seconds,
+        "confirmation": skill.confirmation_required,
+        "env_allow": list(target.env_allow) if target else None,
+        "entry": target.content_digest() if target else None,
+        "builtin": f"{builtin.__module__}.{builtin.__qualname__}" if builtin else None,
+    }
+    raw = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+def hosted(skills: Iterable[Skill]) -> list[Skill]:
+    """The skills a worker announces: host-scoped, available and runnable, by name."""
+    return sorted(
+        (s for s in skills if s.scope == SCOPE_HOST and s.available and s.kind != "instructions"),
+        key=lambda s: s.name,
+    )
+
+
+def record_of(skill: Skill) -> dict[str, Any]:
+    return {
+        "name": skill.name,
+        "definition_hash": definition_hash(skill),
+        "description": skill.description,
+        "class": skill.skill_class.value,
+        "kind": "native" if skill.kind == "native" else "subprocess",
+        "category": skill.category,
+        "schema": skill.schema,
+        "timeout_seconds": skill.timeout_seconds,
+        "when_to_use": skill.when_to_use,
+        "confirmation_required": skill.confirmation_required,
+    }
+
+
+def skills_digest(records: list[dict[str, Any]]) -> str:
+    raw = json.dumps(records, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class SkillRecord:
+    """One announced skill, checked."""
+
+    name: str
+    definition_hash: str
+    description: str
+    skill_class: SkillClass
+    kind: str
+    category: str
+    schema: dict[str, Any]
+    timeout_seconds: int
+    when_to_use: str | None
+    confirmation_required: bool
+
+
+@dataclass(slots=True)
+class Announcement:
+    """One host's entry, checked (:func:`parse`)."""
+
+    host: str
+    instance: str
+    pid: int
+    version: str
+    labels: dict[str, str]
+    ttl: float
+    started_at: float
+    heartbeat_at: float
+    running: int
+    skills_digest: str
+    raw_skills: list[Any] = field(default_factory=list)
+
+
+class BadEntry(ValueError):
+    """An entry of the hosts bucket that is not a well-formed announcement."""
+
+
+def parse(value: bytes, key: str) -> Announcement:
+    """An entry's announcement (its skills still raw: :func:`parse_skills`); BadEntry if not."""
+    try:
+        data = json.loads(value)
+    except (ValueError, RecursionError):
+        raise BadEntry("not JSON") from None
+    if not isinstance(data, dict):
+        raise BadEntry("not a JSON object")
+    host = _text(data, "host", 128)
+    if host != key or host_id_problem(host) is not None:
+        raise BadEntry(f"host {host[:100]!r} under key {key!r}")
+    labels = data.get("labels") or {}
+    if (
+        not isinstance(labels, dict)
+        or len(labels) > MAX_LABELS
+        or not all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items())
+    ):
+        raise BadEntry("labels must be a mapping of text")
+    skills = data.get("skills")
+    if not isinstance(skills, list) or len(skills) > MAX_SKILLS:
+        raise BadEntry(f"skills must be a list of at most {MAX_SKILLS}")
+    return Announcement(
+        host=host,
+        instance=_text(data, "instance", 64),
+        pid=_number(data, "pid", int),
+        version=_text(data, "version", 64),
+        labels={k[:128]: v[:256] for k, v in labels.items()},
+        ttl=float(_number(data, "ttl", float)),
+        started_at=float(_number(data, "started_at", float)),
+        heartbeat_at=float(_number(data, "heartbeat_at", float)),
+        running=_number(data, "running", int),
+        skills_digest=_text(data, "skills_digest", 64),
+        raw_skills=skills,
+    )
+
+
+def parse_skills(raw: list[Any], known: Mapping[tuple[str, str], SkillRecord]) -> list[SkillRecord]:
+    """The announced skills; one already ``known`` by (name, definition hash) is not checked
+    again (the hash names the definition). A malformed record is a BadEntry."""
+    out: list[SkillRecord] = []
+    seen: set[str] = set()
+    for item in raw:
+        if not isinstance(item, dict):
+            raise BadEntry("a skill record that is not an object")
+        name, digest = item.get("name"), item.get("definition_hash")
+        if not isinstance(name, str) or not isinstance(digest, str):
+            raise BadEntry("a skill record without name or definition_hash")
+        if name in seen:
+            raise BadEntry(f"skill {name[:64]!r} announced twice")
+        seen.add(name)
+        record = known.get((name, digest))
+        out.append(record if record is not None else _record(item, name, digest))
+    return out
+
+
+def _record(item: dict[str, Any], name: str, digest: str) -> SkillRecord:
+    if not NAME_RE.fullmatch(name) or len(name) > MAX_NAME_LENGTH:
+        raise BadEntry(f"skill name {name[:64]!r} is not a skill name")
+    if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+        raise BadEntry(f"skill {name}: definition_hash is not a SHA-256")
+    try:
+        skill_class = SkillClass(str(item.get("class")))
+    except ValueError:
+        raise BadEntry(f"skill {name}: unknown class") from None
+    kind = item.get("kind")
+    if kind not in KINDS:
+        raise BadEntry(f"skill {name}: kind must be subprocess or native")
+    schema = item.get("schema")
+    problem = schema_problem(schema)
+    if problem is not None or not isinstance(schema, dict):
+        raise BadEntry(f"skill {name}: {problem}")
+    timeout = item.get("timeout_seconds")
+    if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout <= 0:
+        raise BadEntry(f"skill {name}: timeout_seconds must be a positive integer")
+    when = item.get("when_to_use")
+    return SkillRecord(
+        name=name,
+        definition_hash=digest,
+        description=_text(item, "description", MAX_TEXT) or name,
+        skill_class=skill_class,
+        kind=str(kind),
+        category=_text(item, "category", 128) or "host",
+        schema=schema,
+        timeout_seconds=timeout,
+        when_to_use=when[:MAX_TEXT] if isinstance(when, str) else None,
+        confirmation_required=item.get("confirmation_required") is True,
+    )
+
+
+def _text(data: Mapping[str, Any], key: str, limit: int) -> str:
+    value = data.get(key)
+    if not isinstance(value, str) or len(value) > limit:
+        raise BadEntry(f"{key} must be text of at most {limit} characters")
+    return value
+
+
+def _number(data: Mapping[str, Any], key: str, kind: type) -> Any:
+    value = data.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise BadEntry(f"{key} must be a number")
+    if kind is int and not isinstance(value, int):
+        raise BadEntry(f"{key} must be an integer")
+    return value

@@ -1,0 +1,185 @@
+"""What a worker sends back about a call: numbered messages on the events stream, and their reading.
+
+Each message of a call is JSON ``{"seq": n, "type": …, "data": {…}, "ts": …}`` published with
+JetStream on ``<reply>.<call id>`` under the message id ``<call id>:<n>``, so a publication
+retried after a lost acknowledgement is stored once. Types:
+
+- ``accepted`` (always ``seq`` 1): the host took the call (its instance and pid);
+- the timeline events of the call as the runner emits them (``status``, ``stderr``,
+  ``progress``…), verbatim;
+- ``result_part``: a piece of the call's stdout (NATS messages are capped at 1 MiB by default;
+  stdout may reach 16 MiB), in order;
+- ``outcome`` (last): the Execution's fields.
+
+:class:`Sender` publishes one call's messages in order, one at a time, retrying through a bus
+outage (the worker's calls must not be lost when NATS restarts); :func:`decode` reads one back.
+This module never runs a call and never decides what a message means for a record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from nats.js import JetStreamContext
+
+from ongrid_skills.execution.records import ErrorInfo, Event, Execution, Status
+
+LOG = logging.getLogger("ongrid_skills.fleet")
+#: Characters of stdout per ``result_part`` (≤ 6 bytes each once JSON-escaped: under 1 MiB).
+PART_CHARS = 100_000
+PUBLISH_TIMEOUT = 5.0
+#: How long a worker keeps retrying one message before it drops the call's messages.
+GIVE_UP_SECONDS = 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One message of a call, decoded."""
+
+    seq: int
+    type: str
+    data: dict[str, Any]
+    ts: float
+
+
+def decode(body: bytes) -> Message | None:
+    """The message, or None when it is not one of ours (ignored by the reader)."""
+    try:
+        raw = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(raw, dict):
+        return None
+    seq, kind, data, ts = raw.get("seq"), raw.get("type"), raw.get("data"), raw.get("ts")
+    if isinstance(seq, bool) or not isinstance(seq, int) or not isinstance(kind, str):
+        return None
+    if not isinstance(data, dict) or not isinstance(ts, (int, float)):
+        return None
+    return Message(seq, kind, data, float(ts))
+
+
+def outcome_of(execution: Execution) -> dict[str, Any]:
+    """The fields of a finished call that the manager copies (its stdout goes in parts)."""
+    return {
+        "status": execution.status.value,
+        "error": execution.error.to_dict() if execution.error else None,
+        "exit_code": execution.exit_code,
+        "signal": execution.signal,
+        "stderr_tail": execution.stderr_tail,
+        "orphans_killed": execution.orphans_killed,
+        "started_at": execution.started_at,
+        "finished_at": execution.finished_at,
+        "duration_ms": execution.duration_ms,
+        "has_result": execution.result_text is not None,
+    }
+
+
+def apply_outcome(execution: Execution, data: dict[str, Any], result_text: str | None) -> None:
+    """Copy an ``outcome`` message (and the stdout gathered from its parts) into a record."""
+    try:
+        execution.status = Status(str(data.get("status")))
+    except ValueError:
+        execution.status = Status.FAILED
+    error = data.get("error")
+    if isinstance(error, dict):
+        execution.error = ErrorInfo(
+            str(error.get("code", "failed")), str(error.get("message", "")), error.get("details")
+        )
+    execution.exit_code = _int(data.get("exit_code"))
+    signal = data.get("signal")
+    execution.signal = signal if isinstance(signal, str) else None
+    tail = data.get("stderr_tail")
+    execution.stderr_tail = tail if isinstance(tail, str) else ""
+    execution.orphans_killed = _int(data.get("orphans_killed")) or 0
+    execution.started_at = _float(data.get("started_at")) or execution.started_at
+    execution.finished_at = _float(data.get("finished_at")) or time.time()
+    execution.duration_ms = _float(data.get("duration_ms"))
+    execution.result_text = result_text
+    execution.result = None
+    if result_text is not None:
+        try:
+            execution.result = json.loads(result_text)
+        except (ValueError, RecursionError):  # the worker decoded it already: cannot happen
+            execution.result_text = None
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _float(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+class Sender:
+    """Publishes the messages of one call, in order, each until JetStream stored it."""
+
+    def __init__(self, js: JetStreamContext, subject: str, call_id: str) -> None:
+        self.js = js
+        self.subject = subject
+        self.call_id = call_id
+        self.seq = 0
+        self._queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self._task = asyncio.get_running_loop().create_task(self._drain())
+
+    def send(self, kind: str, data: dict[str, Any], ts: float | None = None) -> None:
+        """Queue one message (returns at once; a sync event sink may call it)."""
+        self.seq += 1
+        body = {"seq": self.seq, "type": kind, "data": data, "ts": ts or time.time()}
+        self._queue.put_nowait(json.dumps(body, ensure_ascii=False).encode())
+
+    def event(self, event: Event) -> None:
+        self.send(event.type, event.data, event.ts)
+
+    def finish(self, execution: Execution) -> None:
+        """Queue the call's stdout in parts, then its outcome."""
+        text = execution.result_text
+        if text is not None:
+            for start in range(0, len(text), PART_CHARS):
+                self.send("result_part", {"text": text[start : start + PART_CHARS]})
+        self.send("outcome", outcome_of(execution))
+
+    async def close(self) -> None:
+        """Wait until every queued message is stored (or given up on)."""
+        self._queue.put_nowait(None)
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+
+    def abort(self) -> None:
+        self._task.cancel()
+
+    async def _drain(self) -> None:
+        seq = 0
+        while True:
+            body = await self._queue.get()
+            if body is None:
+                return
+            seq += 1
+            headers = {"Nats-Msg-Id": f"{self.call_id}:{seq}"}
+            if not await self._publish(body, headers):
+                LOG.error("call %s: its messages could not be sent; dropped", self.call_id)
+                return
+
+    async def _publish(self, body: bytes, headers: dict[str, str]) -> bool:
+        deadline = time.monotonic() + GIVE_UP_SECONDS
+        pause = 0.05
+        while True:
+            try:
+                await self.js.publish(self.subject, body, timeout=PUBLISH_TIMEOUT, headers=headers)
+                return True
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the bus is away: the same message id is retried
+                if time.monotonic() > deadline:
+                    return False
+                LOG.debug("call %s: publish retried: %s", self.call_id, exc)
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 1.0)

@@ -1,0 +1,220 @@
+"""Edge workers under test: real `ongrid-skills worker` processes on the suite's NATS server.
+
+`fleet` (a fixture) gives a :class:`Fleet`: the manager's settings for this test's own prefix on
+the session NATS server (:mod:`tests.support.nats`), with a short heartbeat TTL (:data:`TTL`),
+the manager's signing key created in its data dir and written to the workers' trusted keys file,
+and :meth:`Fleet.worker` to start a worker process on a skills dir of its own (a data dir of its
+own: as on another host). Every worker it starts is killed at the end of the test.
+
+`host_skill` writes a host-scoped skill.json whose script runs ``body`` (sh) after reading its
+args; the same text written on two hosts is the same definition.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import nats
+import pytest
+
+from ongrid_skills.fleet.signing import manager_key
+from ongrid_skills.settings import Settings
+from tests.support.nats import NatsServer, running_nats
+from tests.support.processes import CLI
+from tests.support.server import make_settings
+from tests.support.skills import write_skill
+from tests.support.waiting import wait_for
+
+#: Seconds a worker's heartbeat lasts in these tests (default: 15).
+TTL = 2
+ANNOUNCED = "host skill(s) announced"
+
+
+def host_skill(root: Path, name: str, body: str, **manifest: Any) -> Path:
+    """A ``scope: host`` skill whose script reads its args into $ARGS, then runs ``body``."""
+    script = f"#!/bin/sh\nARGS=$(cat)\n{body}\n"
+    manifest.setdefault("scope", "host")
+    return write_skill(root, name, script, **manifest)
+
+
+@dataclass
+class WorkerProcess:
+    """One running worker, and its log (stderr) in a file."""
+
+    host: str
+    proc: subprocess.Popen[bytes]
+    log: Path
+    data_dir: Path
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait_line(self, needle: str, timeout: float = 20, count: int = 1) -> str:
+        def seen() -> bool:
+            if self.proc.poll() is not None and self.text().count(needle) < count:
+                raise AssertionError(f"worker {self.host} exited:\n{self.text()}")
+            return self.text().count(needle) >= count
+
+        wait_for(seen, f"worker {self.host} to log {needle!r}", timeout)
+        return self.text()
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.send_signal(sig)
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@dataclass
+class Fleet:
+    """A manager's settings on a fresh prefix, and the workers of this test."""
+
+    root: Path
+    nats: NatsServer
+    prefix: str
+    keys: Path
+    settings: Settings
+    workers: list[WorkerProcess] = field(default_factory=list)
+
+    def worker_env(self, **env: str) -> dict[str, str]:
+        return {
+            "PATH": os.environ["PATH"],
+            "ONGRID_NATS_URL": self.nats.url,
+            "ONGRID_FLEET_PREFIX": self.prefix,
+            "ONGRID_FLEET_TTL_SECONDS": str(TTL),
+            "ONGRID_FLEET_MANAGER_KEYS": str(self.keys),
+            "ONGRID_BUNDLED_SKILLS": "0",
+            **env,
+        }
+
+    def worker(
+        self, host: str, skills: Path, *labels: str, wait: bool = True, **env: str
+    ) -> WorkerProcess:
+        """Start ``ongrid-skills worker --host-id host`` on ``skills``; wait for its announce."""
+        data = self.root / f"worker-{host}"
+        data.mkdir(exist_ok=True)
+        log = data / "worker.log"
+        before = log.read_text(errors="replace").count(ANNOUNCED) if log.exists() else 0
+        argv = [CLI, "worker", "--host-id", host]
+        for label in labels:
+            argv += ["--label", label]
+        environ = self.worker_env(
+            ONGRID_DATA_DIR=str(data), ONGRID_SKILLS_EXTERNAL_DIRS=str(skills), **env
+        )
+        with log.open("ab") as out:
+            proc = subprocess.Popen(
+                argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=environ
+            )
+        worker = WorkerProcess(host, proc, log, data)
+        self.workers.append(worker)
+        if wait:
+            worker.wait_line(ANNOUNCED, count=before + 1)  # a restarted worker appends
+        return worker
+
+    def manager_settings(self, skills_root: Path, **overrides: Any) -> Settings:
+        return make_settings(
+            self.root,
+            skills_root,
+            data_dir=self.settings.data_dir,
+            nats_url=self.nats.url,
+            fleet_prefix=self.prefix,
+            fleet_ttl_seconds=TTL,
+            **overrides,
+        )
+
+
+@pytest.fixture
+def fleet(tmp_path: Path, nats_server: NatsServer, fleet_prefix: str) -> Iterator[Fleet]:
+    """This test's fleet on the session NATS server; its workers are stopped at the end."""
+    with fleet_on(tmp_path, nats_server, fleet_prefix) as group:
+        yield group
+
+
+@pytest.fixture
+def private_fleet(tmp_path: Path, fleet_prefix: str) -> Iterator[Fleet]:
+    """A fleet on a NATS server of this test's own (to restart or kill it)."""
+    with running_nats() as server, fleet_on(tmp_path, server, fleet_prefix) as group:
+        yield group
+
+
+@contextmanager
+def fleet_on(tmp_path: Path, nats_server: NatsServer, fleet_prefix: str) -> Iterator[Fleet]:
+    settings = make_settings(
+        tmp_path,
+        tmp_path / "manager-skills",
+        data_dir=str(tmp_path / "manager"),
+        nats_url=nats_server.url,
+        fleet_prefix=fleet_prefix,
+        fleet_ttl_seconds=TTL,
+    )
+    key = manager_key(settings)
+    keys = tmp_path / "managers.pub"
+    keys.write_text(key.public_line + " test-manager\n")
+    group = Fleet(tmp_path, nats_server, fleet_prefix, keys, settings)
+    try:
+        yield group
+    finally:
+        for worker in group.workers:
+            worker.stop(signal.SIGKILL)
+
+
+async def _publish(url: str, subject: str, body: bytes, headers: dict[str, str] | None) -> None:
+    nc = await nats.connect(url)
+    try:
+        await nc.jetstream().publish(subject, body, headers=headers)
+    finally:
+        await nc.close()
+
+
+def publish(url: str, subject: str, body: bytes, headers: dict[str, str] | None = None) -> None:
+    """Publish one message into JetStream as any party on the bus could."""
+    asyncio.run(_publish(url, subject, body, headers))
+
+
+class Spy:
+    """Copies of what is published on a subject (core NATS: any party on the bus can read)."""
+
+    def __init__(self, url: str, subject: str) -> None:
+        self.messages: list[tuple[bytes, dict[str, str]]] = []
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._stop: asyncio.Event | None = None
+        self._thread = threading.Thread(target=self._run, args=(url, subject), daemon=True)
+        self._thread.start()
+        assert self._ready.wait(10), "the spy did not subscribe"
+
+    def _run(self, url: str, subject: str) -> None:
+        self._loop.run_until_complete(self._main(url, subject))
+
+    async def _main(self, url: str, subject: str) -> None:
+        self._stop = asyncio.Event()
+        nc = await nats.connect(url)
+
+        async def heard(msg: Any) -> None:
+            self.messages.append((msg.data, dict(msg.headers or {})))
+
+        await nc.subscribe(subject, cb=heard)
+        await nc.flush()
+        self._ready.set()
+        await self._stop.wait()
+        await nc.close()
+
+    def close(self) -> None:
+        if self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(10)
+        self._loop.close()
