@@ -15,6 +15,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection
@@ -344,7 +345,11 @@ class Manager:
         finally:
             if flusher is not None:
                 flusher.cancel()
-            self._finish(execution, skill, timeline)
+            committed = self._finish(execution, skill, timeline)
+        # The caller gets its outcome once it is committed (shared with other calls' outcomes:
+        # group commit), so what a client was told is what the store says after a crash.
+        with contextlib.suppress(asyncio.CancelledError):  # ended: a cancel has nothing to stop
+            await asyncio.shield(asyncio.wrap_future(committed))
 
     def _cancelled(
         self, execution: Execution, emit: Callable[[Event], object], reason: str
@@ -358,13 +363,13 @@ class Manager:
         execution.finished_at = self.clock()
         emit(Event("status", {"status": execution.status.value}))
 
-    def _finish(self, execution: Execution, skill: Skill, timeline: Timeline) -> None:
-        """Record the outcome (row, remaining events, audit entry) in one deferred write: the
-        caller has its outcome at once, the store commits it with other calls' outcomes a
-        moment later (group commit), and every read of this process commits it first. On a
-        full store the write stays queued and is retried, so a call that ran is never lost once
-        space comes back (the audit chain is untouched meanwhile: the failed transaction rolled
-        back whole)."""
+    def _finish(self, execution: Execution, skill: Skill, timeline: Timeline) -> Future[None]:
+        """Record the outcome (row, remaining events, audit entry) in one deferred write, which
+        the store commits together with the outcomes of the calls that end meanwhile (group
+        commit); the future settles once it is committed. On a full store the write stays
+        queued and is retried, so a call that ran is never lost once space comes back (the
+        audit chain is untouched meanwhile: the failed transaction rolled back whole), and the
+        future settles at once: nobody waits on a full disk."""
         # Nothing is appended to a finished call's timeline: what is not stored yet is final.
         start = timeline.flushed
         pending = timeline.events[start:]
@@ -373,9 +378,10 @@ class Manager:
             self._record_finish(conn, execution, skill, pending)
             timeline.flushed = max(timeline.flushed, start + len(pending))
 
-        self.store.defer(write)
+        committed = self.store.defer(write)
         self.hub.close(execution.id)
         self.metrics.finished(skill.name, execution.status.value, execution.duration_ms)
+        return committed
 
     def _record_finish(
         self,

@@ -127,3 +127,39 @@ def test_closing_commits_what_is_still_queued(tmp_path: Path) -> None:
     assert committed_elsewhere(tmp_path / "data" / "ongrid.db") == [7]
     with pytest.raises(RuntimeError, match="closed"):
         database.defer(note(8))
+
+
+def test_a_deferred_write_settles_its_future_once_committed_and_not_before(
+    db: Database, tmp_path: Path
+) -> None:
+    db.group.delay = 60.0  # held: nothing commits until the flush
+    settled = db.defer(note(3))
+    assert not settled.done()
+    assert committed_elsewhere(tmp_path / "data" / "ongrid.db") == []
+    db.flush()
+    settled.result(timeout=5)
+    assert committed_elsewhere(tmp_path / "data" / "ongrid.db") == [3]
+
+
+def test_without_a_delay_the_writer_commits_at_once_and_settles_the_future(
+    db: Database, tmp_path: Path
+) -> None:
+    db.defer(note(4)).result(timeout=5)  # nobody flushes: the writer thread does it
+    assert committed_elsewhere(tmp_path / "data" / "ongrid.db") == [4]
+
+
+def test_dropped_and_parked_writes_settle_their_futures_so_no_caller_hangs(db: Database) -> None:
+    def broken(conn: Connection) -> None:
+        conn.exec_driver_sql("INSERT INTO no_such_table VALUES (1)")
+
+    def full(conn: Connection) -> None:
+        raise StorageFull("the data store's filesystem is full: nothing was written")
+
+    db.group.delay = 60.0
+    dropped = db.defer(broken)
+    db.flush()
+    dropped.result(timeout=5)
+    parked = db.defer(full)
+    db.flush()
+    parked.result(timeout=5)
+    assert db.group.pending == 1  # still queued for the retries

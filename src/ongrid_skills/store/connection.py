@@ -14,6 +14,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -107,10 +108,11 @@ class Database:
             raise RuntimeError("after_commit outside a write transaction (Database.tx)")
         self._collected.setdefault(hook, []).append(item)
 
-    def defer(self, write: Write) -> None:
+    def defer(self, write: Write) -> Future[None]:
         """Run ``write`` in a write transaction soon, with others (group commit); every read
-        of this process commits it first."""
-        self.group.defer(write)
+        of this process commits it first. The future settles when it is committed (see
+        :mod:`ongrid_skills.store.groupcommit`)."""
+        return self.group.defer(write)
 
     def flush(self) -> None:
         """Commit the deferred writes now."""

@@ -8,6 +8,7 @@ imports the Store (this was an import circle).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -46,9 +47,9 @@ class Store:
         with self.db.tx() as conn:
             yield conn
 
-    def defer(self, write: Callable[[Connection], None]) -> None:
+    def defer(self, write: Callable[[Connection], None]) -> Future[None]:
         """A write committed soon with others (see :meth:`Database.defer`)."""
-        self.db.defer(write)
+        return self.db.defer(write)
 
     @contextmanager
     def read(self) -> Iterator[Connection]:

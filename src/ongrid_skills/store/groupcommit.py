@@ -1,22 +1,25 @@
-"""Group commit: writes that may wait a little, batched into one transaction by a writer thread.
+"""Group commit: the writes of many calls' outcomes, batched into one transaction by a writer.
 
-What a call records after it ran (its outcome, its last events, the audit entry) need not be
-committed before the caller gets the outcome: nothing is decided on it, and the row written
-before the spawn already holds the call. :meth:`GroupCommit.defer` queues such a write; a writer
-thread commits everything queued in one transaction a moment later (``delay``), so many calls
-share one transaction, and the commit runs while the event loop waits for children (SQLite
-releases the GIL while it works) instead of between a child's exit and the caller's answer.
+What a call records after it ran (its outcome, its last events, the audit entry) is queued with
+:meth:`GroupCommit.defer`; a writer thread commits everything queued in one transaction. It
+does not wait for more writes (``delay`` is 0 by default): the writes that arrive while one
+batch commits form the next, so a lone call pays one commit and 32 concurrent calls share a
+few, and the commit runs while the event loop waits for children (SQLite releases the GIL while
+it works) instead of in the loop.
+
+The caller waits for its write to be *settled* (the future :meth:`defer` returns) before it
+answers: an outcome a client was given is committed, so a manager killed right after answering
+never leaves the call ``running`` and then ``interrupted`` against what the client saw.
 
 Read-your-writes within the process: :meth:`flush` commits what is queued, and
-:class:`~ongrid_skills.store.connection.Database` calls it before every read, so nothing read in
-this process misses a deferred write. Another process (a replica, the CLI on the same data dir)
-sees it once committed: within ``delay`` plus one transaction. A manager killed in that window
-leaves the row ``running``, and start-up recovery makes it ``interrupted`` (docs/server.md).
+:class:`~ongrid_skills.store.connection.Database` calls it before every read.
 
 Failures: a batch that fails is retried one write per transaction, so one bad write cannot take
-the others down; a write that fails alone is logged and dropped, except on a full disk
-(:class:`~ongrid_skills.errors.StorageFull`), where it stays queued and is retried with a
-growing delay, so an outcome is never lost once space comes back.
+the others down; a write that fails alone is logged and dropped (its future settles all the
+same: the call ran, its caller gets its outcome). On a full disk
+(:class:`~ongrid_skills.errors.StorageFull`) the writes stay queued and are retried with a
+growing delay, so an outcome is never lost once space comes back; their futures settle at once,
+so no caller hangs on a full disk.
 
 It must never run a write outside a transaction of :meth:`Database.tx`, nor commit writes out of
 the order they were queued in.
@@ -27,6 +30,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future
 from contextlib import AbstractContextManager
 
 from sqlalchemy import Connection
@@ -35,7 +39,7 @@ from ongrid_skills.errors import StorageFull
 
 LOG = logging.getLogger("ongrid_skills.store")
 Write = Callable[[Connection], None]
-DELAY_SECONDS = 0.002  # how long the writer waits for more writes before it commits
+DELAY_SECONDS = 0.0  # how long the writer waits for more writes before it commits
 MAX_RETRY_SECONDS = 30.0
 
 
@@ -52,7 +56,7 @@ class GroupCommit:
         self._lock = lock  # the database's writer lock: held while a batch commits
         self.delay = delay
         self._cond = threading.Condition()
-        self._queue: list[Write] = []
+        self._queue: list[tuple[Write, Future[None]]] = []
         self._thread: threading.Thread | None = None
         self._closed = False
         self._retry = 0.0  # > 0 after a full disk: the wait before the next attempt
@@ -63,12 +67,14 @@ class GroupCommit:
         """How many writes are queued (not counting a batch being committed)."""
         return len(self._queue)
 
-    def defer(self, write: Write) -> None:
-        """Queue ``write`` (called with the connection of a write transaction, soon)."""
+    def defer(self, write: Write) -> Future[None]:
+        """Queue ``write`` (called with the connection of a write transaction, soon); the
+        future settles once it is committed, dropped after a failure, or parked on a full disk."""
+        settled: Future[None] = Future()
         with self._cond:
             if self._closed:
                 raise RuntimeError("the store is closed")
-            self._queue.append(write)
+            self._queue.append((write, settled))
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name="ongrid-group-commit", daemon=True
@@ -76,6 +82,7 @@ class GroupCommit:
                 self._thread.start()
             if len(self._queue) == 1:
                 self._cond.notify()
+        return settled
 
     def flush(self) -> None:
         """Commit every queued write now, in this thread (a no-op inside a batch's own writes).
@@ -108,10 +115,11 @@ class GroupCommit:
                     self._cond.wait()
                 if self._closed:
                     return
-                # Let more writes arrive (and the event loop finish what it is doing).
-                self._cond.wait(self._retry or self.delay)
-                if self._closed:
-                    return
+                pause = self._retry or self.delay
+                if pause > 0:  # let more writes arrive (after a full disk: wait for space)
+                    self._cond.wait(pause)
+                    if self._closed:
+                        return
             with self._lock:
                 self._commit_queued()
 
@@ -128,13 +136,13 @@ class GroupCommit:
             return
         try:
             try:
-                self._commit(batch)
+                self._commit([write for write, _settled in batch])
             except StorageFull:
                 self._requeue(batch)
                 return
             except Exception:
                 LOG.warning("a batch of %d writes failed: retrying one by one", len(batch))
-                for index, write in enumerate(batch):
+                for index, (write, _settled) in enumerate(batch):
                     try:
                         self._commit([write])
                     except StorageFull:
@@ -145,13 +153,16 @@ class GroupCommit:
             self._retry = 0.0
         finally:
             self._committing = None
+            for _write, settled in batch:
+                if not settled.done():  # a requeued write's future settled already
+                    settled.set_result(None)
 
     def _commit(self, batch: list[Write]) -> None:
         with self._tx() as conn:
             for write in batch:
                 write(conn)
 
-    def _requeue(self, batch: list[Write]) -> None:
+    def _requeue(self, batch: list[tuple[Write, Future[None]]]) -> None:
         self._retry = min(max(self._retry * 2, 1.0), MAX_RETRY_SECONDS)
         LOG.error("%d deferred writes wait for space in the store", len(batch))
         with self._cond:
