@@ -10,6 +10,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test]'
+	$(BIN)/python -m ongrid_skills.execution.spawner
 	touch $(STAMP)
 
 EXAMPLES := $(CURDIR)/examples/skills

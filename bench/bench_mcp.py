@@ -15,7 +15,10 @@ Round trips are timed one by one (``perf_counter_ns`` around ``call_tool``) in `
 serial blocks per side, the sides interleaved (order rotated every block) so noise hits them
 alike; each side's figure is its best block p50 (the median block p50 is reported too).
 
-Target (SPEC §15): ours p50 ≤ 1.1× the baseline p50.
+Then ``tools/call`` throughput with 8 and 32 calls in flight on each side's session (``--levels``,
+``--tput-calls`` per level, best of two rounds, sides rotated), shown with its ratio.
+
+Target (SPEC §15): ours p50 ≤ 1.1× the baseline p50 (one client).
 
 ``--decompose`` adds a diagnostic side: ours with the store's write transactions stubbed out
 (execution rows, events, audit entries) — not a valid configuration, it only shows what the store
@@ -100,6 +103,7 @@ def serve_ours_without_store() -> int:
         setattr(ExecutionRepo, name, nothing)
     AuditLog.append = nothing  # type: ignore[assignment,method-assign]
     Store.tx = no_transaction  # type: ignore[assignment,method-assign]
+    Store.defer = nothing  # type: ignore[assignment,method-assign]
     result = cli.main(["-q", "mcp"])
     return int(result or 0)
 
@@ -181,6 +185,23 @@ async def timed_block(side: Side, calls: int) -> None:
     side.block_mean_us.append(stats["mean_us"])
 
 
+async def rate(side: Side, calls: int, concurrency: int) -> float:
+    """Calls/s of ``calls`` tools/call made by ``concurrency`` tasks on the side's session."""
+    remaining = calls
+
+    async def worker() -> None:
+        nonlocal remaining
+        while remaining > 0:
+            remaining -= 1
+            result = await side.session.call_tool(side.tool, ARGS)
+            if result.is_error:
+                raise RuntimeError(f"{side.name}: the call failed: {result.content}")
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return calls / (time.perf_counter() - started)
+
+
 async def _bench(base: str, folder: str, child: Path, opts: argparse.Namespace) -> dict[str, Any]:
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
@@ -218,6 +239,17 @@ async def _bench(base: str, folder: str, child: Path, opts: argparse.Namespace) 
             turn = block % len(sides)
             for side in sides[turn:] + sides[:turn]:
                 await timed_block(side, opts.block_calls)
+        levels: dict[int, dict[str, float]] = {}
+        for level in opts.levels:
+            best = {"ours": 0.0, "baseline": 0.0}
+            for round_ in range(2):
+                pair = [("ours", ours), ("baseline", baseline)]
+                for key, side in pair[round_ % 2 :] + pair[: round_ % 2]:
+                    best[key] = max(best[key], await rate(side, opts.tput_calls, level))
+            levels[level] = {**best, "ratio": round(best["ours"] / best["baseline"], 3)}
+            eprint(
+                f"  {level} in flight: ours {best['ours']:.0f}/s, baseline {best['baseline']:.0f}/s"
+            )
     ratio = ours.p50_us / baseline.p50_us
     extra = {"bare": bare.to_dict()} if opts.decompose else {}
     return {
@@ -230,6 +262,7 @@ async def _bench(base: str, folder: str, child: Path, opts: argparse.Namespace) 
         "target_ratio": TARGET_RATIO,
         "ok": ratio <= TARGET_RATIO,
         "calls_per_side": opts.blocks * opts.block_calls,
+        "levels": levels,
         "load_average": round(os.getloadavg()[0], 2),
     }
 
@@ -260,6 +293,11 @@ def report_lines(res: dict[str, Any]) -> list[str]:
         *bare,
         f"  ratio ours/baseline p50: {res['ratio_p50']:.3f} (median blocks: "
         f"{res['ratio_median_block_p50']:.3f}); target ≤ {TARGET_RATIO} → {verdict}",
+        *(
+            f"  {level} in flight: ours {d['ours']:.0f} calls/s, baseline {d['baseline']:.0f}"
+            f" calls/s ({d['ratio']:.2f}×)"
+            for level, d in res["levels"].items()
+        ),
     ]
 
 
@@ -268,6 +306,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--blocks", type=int, default=8)
     parser.add_argument("--block-calls", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=200)
+    parser.add_argument("--tput-calls", type=int, default=400, help="calls per throughput level")
+    parser.add_argument(
+        "--levels",
+        type=lambda v: tuple(int(x) for x in v.split(",") if x.strip()),
+        default=(8, 32),
+        help="comma-separated calls in flight for the throughput rounds",
+    )
     parser.add_argument("--json", action="store_true", help="print every figure as JSON")
     parser.add_argument("--strict", action="store_true", help="exit 1 when the target is missed")
     parser.add_argument(

@@ -5,9 +5,11 @@ In one run, against the same trivial C child:
 - the C floor (``c/floor.c``): p50 per call (1 parent) and best calls/s (1 or 2 parents);
 - the runner in-process (``SubprocessRunner.run``): p50 per call;
 - ``POST /v1/skills/c_child/execute`` on a real ``ongrid-skills serve`` process (uvicorn, auth,
-  gate, two SQLite transactions, audit chain): p50 per request from a keep-alive raw-socket
-  client (so the client adds as little as possible), then requests/s with 1..16 concurrent
-  keep-alive connections; the best counts.
+  gate, the row written before the spawn, the outcome group-committed after it, audit chain):
+  p50 per request from a keep-alive raw-socket client (so the client adds as little as
+  possible), in ``--blocks`` serial blocks interleaved with blocks of the runner in-process and
+  of the C floor, so that noise hits them alike (best block p50 each, median shown too); then
+  requests/s and p50 with 1, 8 and 32 concurrent keep-alive clients; the best req/s counts.
 - ``GET /v1/skills`` on a server holding 10,000 external skills: p50 of 20 requests.
 - After ``--leak-calls`` executions (default 10,000): open fds of the server and zombie children
   compared with the start.
@@ -91,6 +93,15 @@ class Server:
         self.token = token
 
 
+def first_token(line: str, data: Path) -> str:
+    """The first-start admin token: ``serve`` writes it to ``<data dir>/first-admin-token``
+    when stdout is not a terminal (as here), and prints it at the end of the line otherwise."""
+    path = data / "first-admin-token"
+    if "written to" in line and path.exists():
+        return path.read_text().strip()
+    return line.rsplit(" ", 1)[-1].strip()
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -120,7 +131,7 @@ def serve(skills: Path, data: Path, extra_env: dict[str, str] | None = None) -> 
         for _ in range(2):
             line = proc.stdout.readline()
             if "admin token" in line:
-                token = line.rsplit(" ", 1)[-1].strip()
+                token = first_token(line, data)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:
@@ -176,6 +187,7 @@ def request(port: int, method: str, path: str, token: str, body: bytes = b"") ->
 
 
 def rest_serial(server: Server, calls: int) -> dict[str, float]:
+    """p50 (and more) of ``calls`` requests made one after the other on one connection."""
     message = raw_request("POST", "/v1/skills/c_child/execute", server.token, BODY)
     durations: list[int] = []
     with socket.create_connection(("127.0.0.1", server.port)) as sock:
@@ -191,9 +203,11 @@ def rest_serial(server: Server, calls: int) -> dict[str, float]:
     return summarize_us(durations)
 
 
-async def rest_throughput(server: Server, calls: int, concurrency: int) -> float:
+async def rest_throughput(server: Server, calls: int, concurrency: int) -> tuple[float, float]:
+    """(requests/s, p50 µs) of ``calls`` requests from ``concurrency`` keep-alive clients."""
     message = raw_request("POST", "/v1/skills/c_child/execute", server.token, BODY)
     remaining = calls
+    durations: list[int] = []
 
     async def worker() -> None:
         nonlocal remaining
@@ -201,6 +215,7 @@ async def rest_throughput(server: Server, calls: int, concurrency: int) -> float
         try:
             while remaining > 0:
                 remaining -= 1
+                sent = time.perf_counter_ns()
                 writer.write(message)
                 head = await reader.readuntil(b"\r\n\r\n")
                 length = 0
@@ -208,6 +223,7 @@ async def rest_throughput(server: Server, calls: int, concurrency: int) -> float
                     if line.lower().startswith(b"content-length:"):
                         length = int(line.split(b":", 1)[1])
                 body = await reader.readexactly(length)
+                durations.append(time.perf_counter_ns() - sent)
                 if b'"succeeded"' not in body:
                     raise RuntimeError(f"execute failed: {body[:200]!r}")
         finally:
@@ -215,55 +231,93 @@ async def rest_throughput(server: Server, calls: int, concurrency: int) -> float
 
     started = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
-    return calls / (time.perf_counter() - started)
+    return calls / (time.perf_counter() - started), summarize_us(durations)["p50_us"]
 
 
-def runner_p50(binaries: CBinaries, root: Path, calls: int) -> float:
-    from ongrid_skills.execution.runner import SpawnSpec, SubprocessRunner
+class RunnerSide:
+    """The runner in this process, on the same child: a serial block gives its p50."""
 
-    folder = root / "c_child"
-    spec = SpawnSpec(
-        entry=str(folder / "child"), root=str(root), cwd=str(folder), env={}, timeout_seconds=30
-    )
+    def __init__(self, root: Path) -> None:
+        from ongrid_skills.execution.runner import SpawnSpec, SubprocessRunner
 
-    async def go() -> list[int]:
-        runner = SubprocessRunner()
-        out = []
-        for _ in range(calls):
-            started = time.perf_counter_ns()
-            await runner.run(spec, PAYLOAD)
-            out.append(time.perf_counter_ns() - started)
-        return out
+        folder = root / "c_child"
+        self.spec = SpawnSpec(
+            entry=str(folder / "child"),
+            root=str(root),
+            cwd=str(folder),
+            env={},
+            timeout_seconds=30,
+        )
+        self.runner = SubprocessRunner()
 
-    return summarize_us(asyncio.run(go()))["p50_us"]
+    def block(self, calls: int) -> dict[str, float]:
+        async def go() -> list[int]:
+            out = []
+            for _ in range(calls):
+                started = time.perf_counter_ns()
+                outcome = await self.runner.run(self.spec, PAYLOAD)
+                out.append(time.perf_counter_ns() - started)
+                if outcome.status != "succeeded":
+                    raise RuntimeError(f"runner call failed: {outcome!r}")
+            return out
+
+        return summarize_us(asyncio.run(go()))
 
 
 def fd_count(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
-def run(calls: int, tput_calls: int, leak_calls: int, listing: int) -> dict[str, Any]:
+LEVELS = (1, 8, 32)
+
+
+def run(
+    calls: int, tput_calls: int, leak_calls: int, listing: int, blocks: int = 6
+) -> dict[str, Any]:
+    """Every figure of the REST bench: ``blocks`` interleaved serial blocks of ``calls`` per
+    side, ``tput_calls`` requests per concurrency level (best of two rounds)."""
     binaries = build_c()
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="ongrid-bench-rest-") as tmp:
         root = Path(os.path.realpath(tmp))
         skills = root / "skills"
         write_skill(skills, binaries)
-        floor1 = run_floor(binaries, calls, 1, cwd=str(skills / "c_child"))
-        floor2 = run_floor(binaries, calls, 2, cwd=str(skills / "c_child"))
-        out["floor_p50_us"] = floor1["p50_us"]
-        out["floor_best_cps"] = max(floor1["calls_per_s"], floor2["calls_per_s"])
-        out["runner_p50_us"] = runner_p50(binaries, skills, calls)
-        eprint(f"floor p50 {out['floor_p50_us']:.0f} µs, runner p50 {out['runner_p50_us']:.0f} µs")
+        cwd = str(skills / "c_child")
+        runner = RunnerSide(skills)
         with serve(skills, root / "data") as server:
             rest_serial(server, min(200, calls))  # warm-up
-            out["rest"] = rest_serial(server, calls)
-            eprint(f"REST p50 {out['rest']['p50_us']:.0f} µs")
-            levels = {}
-            for level in (1, 2, 4, 8, 16):
-                levels[level] = asyncio.run(rest_throughput(server, tput_calls, level))
-                eprint(f"REST c={level}: {levels[level]:.0f} req/s")
+            runner.block(min(200, calls))
+            p50s: dict[str, list[float]] = {"floor": [], "runner": [], "rest": []}
+            sides = {
+                "floor": lambda: run_floor(binaries, calls, 1, cwd=cwd),
+                "runner": lambda: runner.block(calls),
+                "rest": lambda: rest_serial(server, calls),
+            }
+            for b in range(blocks):
+                names = list(sides)[b % 3 :] + list(sides)[: b % 3]
+                for name in names:
+                    p50s[name].append(sides[name]()["p50_us"])
+                eprint(
+                    f"  block {b + 1}/{blocks}: "
+                    + ", ".join(f"{n} {p50s[n][-1]:.0f}" for n in names)
+                )
+            for name, values in p50s.items():
+                out[f"{name}_p50_us"] = min(values)
+                out[f"{name}_median_block_p50_us"] = statistics.median(values)
+            out["rest"] = {"p50_us": out["rest_p50_us"]}
+            floor_cps = [run_floor(binaries, tput_calls, p, cwd=cwd)["calls_per_s"] for p in (1, 2)]
+            out["floor_best_cps"] = max(floor_cps)
+            levels: dict[int, float] = {}
+            level_p50: dict[int, float] = {}
+            for _ in range(2):
+                for level in LEVELS:
+                    rps, p50 = asyncio.run(rest_throughput(server, tput_calls, level))
+                    if rps > levels.get(level, 0.0):
+                        levels[level], level_p50[level] = rps, p50
+            for level in LEVELS:
+                eprint(f"REST c={level}: {levels[level]:.0f} req/s, p50 {level_p50[level]:.0f} µs")
             out["rest_levels"] = levels
+            out["rest_level_p50_us"] = level_p50
             out["rest_best_rps"] = max(levels.values())
             if leak_calls:
                 fds_before = fd_count(server.proc.pid)
@@ -317,6 +371,11 @@ def report_lines(res: dict[str, Any]) -> list[str]:
         f"| `POST …/execute` best req/s | {res['rest_best_rps']:.0f} "
         f"({t['rest_tput_ratio']:.2f}× floor) | ≥ 0.6× floor | "
         f"{'yes' if t['rest_tput_ok'] else 'NO'} |",
+        *(
+            f"| … with {level} client{'s' if level > 1 else ''}: req/s, p50 | {rps:.0f}, "
+            f"{res['rest_level_p50_us'][level]:.0f} µs | — | info |"
+            for level, rps in res["rest_levels"].items()
+        ),
     ]
     if "listing" in res:
         lines.append(
@@ -336,14 +395,15 @@ def report_lines(res: dict[str, Any]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=2000, help="serial calls per side")
-    parser.add_argument("--tput-calls", type=int, default=2000, help="calls per level")
+    parser.add_argument("--calls", type=int, default=300, help="serial calls per block and side")
+    parser.add_argument("--blocks", type=int, default=6, help="serial blocks per side")
+    parser.add_argument("--tput-calls", type=int, default=1000, help="calls per level")
     parser.add_argument("--leak-calls", type=int, default=10000)
     parser.add_argument("--listing", type=int, default=10000, help="skills for GET /v1/skills")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     try:
-        res = run(args.calls, args.tput_calls, args.leak_calls, args.listing)
+        res = run(args.calls, args.tput_calls, args.leak_calls, args.listing, args.blocks)
     except SkipBench as exc:
         print(f"SKIPPED: {exc}")
         return 0

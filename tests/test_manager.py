@@ -65,3 +65,23 @@ def test_an_idempotency_key_reused_with_another_persona_is_a_conflict(
     status, again = post(server, "first_skill", {"args": {}}, "key-2")
     assert (status, again["status"]) == (200, "succeeded")
     assert runs.read_text() == "first\n"
+
+
+def test_an_outcome_a_client_was_given_is_already_committed_for_any_other_reader(
+    server: Server, tmp_path: Path
+) -> None:
+    """Group commit batches outcomes, but the answer waits for the commit: a crash right after
+    the answer cannot leave the store saying something else than the client was told."""
+    import sqlite3
+
+    for n in range(5):
+        status, body = post(server, "first_skill", {"args": {}}, f"commit-{n}")
+        assert (status, body["status"]) == (200, "succeeded")
+        # A plain connection, as another process sees the file: no flush of this process.
+        with sqlite3.connect(tmp_path / "data" / "ongrid.db") as conn:
+            row = conn.execute("SELECT status FROM executions WHERE id = ?", (body["id"],))
+            assert row.fetchone() == ("succeeded",)
+            audit = conn.execute(
+                "SELECT action FROM audit_entries WHERE subject = ? ORDER BY seq", (body["id"],)
+            )
+            assert [action for (action,) in audit] == ["execution.started", "execution.finished"]

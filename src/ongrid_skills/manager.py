@@ -1,8 +1,9 @@
 """The manager: the one ``submit()`` path every door uses, with the store, approvals and limits.
 
 resolve skill → idempotency → gate (class × persona mode × role × confirm) → deny, approval
-request, or run. Rows are written before the spawn; events are kept live in the hub and persisted
-in batches; every request, decision and result lands in the audit chain.
+request, or run. Rows are written before the spawn, outcomes right after in groups (group
+commit: the caller does not wait for them); events are kept live in the hub and persisted in
+batches; every request, decision and result lands in the audit chain.
 """
 
 from __future__ import annotations
@@ -14,7 +15,10 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Connection
 
 from ongrid_skills.approval_desk import ApprovalDesk
 from ongrid_skills.builtins.base import Reach
@@ -342,7 +346,11 @@ class Manager:
         finally:
             if flusher is not None:
                 flusher.cancel()
-            self._finish(execution, skill, timeline)
+            committed = self._finish(execution, skill, timeline)
+        # The caller gets its outcome once it is committed (shared with other calls' outcomes:
+        # group commit), so what a client was told is what the store says after a crash.
+        with contextlib.suppress(asyncio.CancelledError):  # ended: a cancel has nothing to stop
+            await asyncio.shield(asyncio.wrap_future(committed))
 
     def _cancelled(
         self, execution: Execution, emit: Callable[[Event], object], reason: str
@@ -356,54 +364,60 @@ class Manager:
         execution.finished_at = self.clock()
         emit(Event("status", {"status": execution.status.value}))
 
-    def _finish(
-        self, execution: Execution, skill: Skill, timeline: Timeline, delay: float = 1.0
-    ) -> None:
-        """Record the outcome (row, remaining events, audit entry) in one transaction. On a full
-        store the outcome is kept in memory and written again with a growing delay, so a call
-        that ran is never lost once space comes back (the audit chain is untouched meanwhile:
-        the failed transaction rolled back whole)."""
-        try:
-            self._record_finish(execution, skill, timeline)
-        except StorageFull:
-            LOG.error("the outcome of %s waits for space in the store", execution.id)
-            if not self.closing:
-                asyncio.get_running_loop().call_later(
-                    delay, self._finish, execution, skill, timeline, min(delay * 2, 30.0)
-                )
-            return
+    def _finish(self, execution: Execution, skill: Skill, timeline: Timeline) -> Future[None]:
+        """Record the outcome (row, remaining events, audit entry) in one deferred write, which
+        the store commits together with the outcomes of the calls that end meanwhile (group
+        commit); the future settles once it is committed. On a full store the write stays
+        queued and is retried, so a call that ran is never lost once space comes back (the
+        audit chain is untouched meanwhile: the failed transaction rolled back whole), and the
+        future settles at once: nobody waits on a full disk."""
+        # Nothing is appended to a finished call's timeline: what is not stored yet is final.
+        start = timeline.flushed
+        pending = timeline.events[start:]
+
+        def write(conn: Connection) -> None:
+            self._record_finish(conn, execution, skill, pending)
+            timeline.flushed = max(timeline.flushed, start + len(pending))
+
+        committed = self.store.defer(write)
         self.hub.close(execution.id)
         self.metrics.finished(skill.name, execution.status.value, execution.duration_ms)
+        return committed
 
-    def _record_finish(self, execution: Execution, skill: Skill, timeline: Timeline) -> None:
-        with self.store.tx() as conn, timeline.flushing() as pending:
-            held = self.store.executions.update(conn, execution, held_by=self.replica_id)
-            if not held and self.replica_id is not None:
-                # Only on a shared database: this replica's lease expired (it stalled) and
-                # another replica recorded the call interrupted. That record stands.
-                LOG.error("outcome of %s refused: its row was ended elsewhere", execution.id)
-                self.store.audit.append(
-                    conn,
-                    "manager",
-                    "execution.outcome_refused",
-                    execution.id,
-                    {"skill": skill.name, "status": execution.status.value},
-                )
-                return
-            self.store.executions.add_events(conn, execution.id, pending)
+    def _record_finish(
+        self,
+        conn: Connection,
+        execution: Execution,
+        skill: Skill,
+        pending: list[tuple[int, Event]],
+    ) -> None:
+        held = self.store.executions.update(conn, execution, held_by=self.replica_id)
+        if not held and self.replica_id is not None:
+            # Only on a shared database: this replica's lease expired (it stalled) and
+            # another replica recorded the call interrupted. That record stands.
+            LOG.error("outcome of %s refused: its row was ended elsewhere", execution.id)
             self.store.audit.append(
                 conn,
                 "manager",
-                "execution.finished",
+                "execution.outcome_refused",
                 execution.id,
-                {
-                    "skill": skill.name,
-                    "status": execution.status.value,
-                    "exit_code": execution.exit_code,
-                    "error": execution.error.code if execution.error else None,
-                    "orphans_killed": execution.orphans_killed,
-                },
+                {"skill": skill.name, "status": execution.status.value},
             )
+            return
+        self.store.executions.add_events(conn, execution.id, pending)
+        self.store.audit.append(
+            conn,
+            "manager",
+            "execution.finished",
+            execution.id,
+            {
+                "skill": skill.name,
+                "status": execution.status.value,
+                "exit_code": execution.exit_code,
+                "error": execution.error.code if execution.error else None,
+                "orphans_killed": execution.orphans_killed,
+            },
+        )
 
     # ---- queries and control -------------------------------------------------------------
     def get(self, execution_id: str) -> Execution:

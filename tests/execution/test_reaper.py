@@ -196,3 +196,26 @@ def test_an_orphan_that_may_belong_to_a_running_call_is_left_for_a_later_sweep(
     assert reaper.sweep(running.pid) >= 1
     assert_gone(daemon)
     assert pid_gone(running.pid)
+
+
+def test_a_child_started_while_a_spawn_is_noted_is_not_swept_before_its_pid_is_known(
+    reaper: OrphanReaper, work: Path, cleanup: list[Held]
+) -> None:
+    # The runner spawns in a worker thread while other calls run: until the spawn returns, the
+    # new call's main process is a child in a session of its own that no running call names.
+    key = reaper.spawning()
+    spawned = start_call("exec sleep 30\n", work)
+    cleanup.append(spawned)
+    ended = start_call("exit 0", work)
+    reaper.call_started(ended.pid)
+    ended.wait(timeout=10)
+    reaper.call_ended(ended.pid)
+    reaper.sweep(ended.pid)
+    assert alive(spawned.pid)
+    reaper.spawned(key, spawned.pid)
+    assert spawned.pid in reaper.live and key not in reaper.live
+    reaper.sweep(ended.pid)
+    assert alive(spawned.pid)  # a running call now
+    reaper.call_ended(spawned.pid)
+    spawned.kill()
+    spawned.wait()

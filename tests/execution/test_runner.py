@@ -4,6 +4,9 @@ Every test spawns real processes: sh scripts, Python scripts and small C program
 tmp_path. Waits poll a condition against a monotonic deadline; nothing sleeps for a fixed time.
 Timeouts, the kill grace and the linger are shortened per runner where the behaviour allows; the
 default 1 s linger and 2 s kill grace are each exercised once.
+
+Every test runs twice: with the spawn helper (C, ``posix_spawn``) and with the pure-Python
+fallback (``subprocess``), which ``ONGRID_SPAWN_HELPER=off`` forces.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import pytest
 import ongrid_skills
 from ongrid_skills.execution.records import Event, Status
 from ongrid_skills.execution.runner import RunOutcome, SubprocessRunner
+from ongrid_skills.execution.spawner import ENV_SWITCH
 from ongrid_skills.execution.stderr import LINE_CAP, STDERR_BUDGET, TAIL_BYTES
 from ongrid_skills.execution.wire import STDOUT_CAP
 from tests.support.processes import open_fds, pid_gone, proc_stat, zombie_children
@@ -31,6 +35,7 @@ from tests.support.runner import (
     make_unreadable_by_exec,
     python_skill,
     read_int_file,
+    require_helper,
     run_call,
     script_skill,
     write_executable,
@@ -106,6 +111,23 @@ int main(void) {
 }
 """
 
+SIGNALS_C = r"""
+#include <stdio.h>
+#include <string.h>
+/* Prints the SigBlk and SigIgn masks of /proc/self/status as a JSON object. */
+int main(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256], blk[64] = "", ign[64] = "";
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        if (!strncmp(line, "SigBlk:", 7)) sscanf(line + 7, "%63s", blk);
+        if (!strncmp(line, "SigIgn:", 7)) sscanf(line + 7, "%63s", ign);
+    }
+    printf("{\"blocked\": \"%s\", \"ignored\": \"%s\"}\n", blk, ign);
+    return 0;
+}
+"""
+
 TRIVIAL_C = r"""
 #include <stdio.h>
 #include <unistd.h>
@@ -118,6 +140,18 @@ int main(void) {
 """
 
 
+@pytest.fixture(autouse=True, params=["helper", "subprocess"])
+def spawn_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Which spawner the runners of this test use (``auto`` resolves to it)."""
+    path = str(request.param)
+    if path == "subprocess":
+        monkeypatch.setenv(ENV_SWITCH, "off")
+    else:
+        monkeypatch.delenv(ENV_SWITCH, raising=False)
+        require_helper()
+    return path
+
+
 @pytest.fixture(scope="module")
 def binaries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("bin")
@@ -125,6 +159,7 @@ def binaries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "probe": compile_c(PROBE_C, out / "probe"),
         "term_logger": compile_c(TERM_LOGGER_C, out / "term_logger"),
         "trivial": compile_c(TRIVIAL_C, out / "trivial"),
+        "signals": compile_c(SIGNALS_C, out / "signals"),
     }
 
 
@@ -206,6 +241,38 @@ def test_the_entry_is_spawned_directly_with_argv_entry_in_the_skill_folder(
     # Only stdin, stdout and stderr are open in the child: nothing else leaked in.
     assert sorted((folder / "fds.txt").read_text().split()) == ["0", "1", "2"]
     assert pid > 0
+
+
+def test_a_descriptor_the_manager_left_inheritable_does_not_reach_the_child(
+    root: Path, fast: SubprocessRunner, binaries: dict[str, Path]
+) -> None:
+    read_end, write_end = os.pipe()
+    os.set_inheritable(read_end, True)
+    os.set_inheritable(write_end, True)
+    try:
+        spec = install_binary(root, binaries["probe"])
+        call = run_call(fast, spec)
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    assert call.outcome.status is Status.SUCCEEDED, call.outcome.error
+    assert sorted((root / "skill" / "fds.txt").read_text().split()) == ["0", "1", "2"]
+
+
+def test_the_child_starts_with_no_blocked_signal_and_sigpipe_at_its_default(
+    root: Path, fast: SubprocessRunner, binaries: dict[str, Path]
+) -> None:
+    # Python ignores SIGPIPE (and SIGXFSZ); a skill must not inherit that: `cmd | head` in a
+    # shell skill relies on SIGPIPE killing `cmd`.
+    assert signal.getsignal(signal.SIGPIPE) == signal.SIG_IGN
+    spec = install_binary(root, binaries["signals"])
+    call = run_call(fast, spec)
+    assert call.outcome.status is Status.SUCCEEDED, call.outcome.error
+    masks = call.outcome.result
+    assert int(masks["blocked"], 16) == 0
+    ignored = int(masks["ignored"], 16)
+    assert not ignored & (1 << (signal.SIGPIPE - 1))
+    assert not ignored & (1 << (signal.SIGXFSZ - 1))
 
 
 def test_the_child_environment_is_exactly_the_spawn_spec_env_and_nothing_inherited(
@@ -875,6 +942,49 @@ def test_a_call_cancelled_by_wait_for_timeout_leaves_nothing_running(
         return main
 
     assert pid_gone(asyncio.run(scenario()))
+
+
+def our_children_in(folder: Path) -> list[int]:
+    """Live children of this process whose cwd is ``folder``."""
+    found = []
+    for name in os.listdir("/proc"):
+        info = proc_stat(int(name)) if name.isdigit() else None
+        if info is None or info[1] != os.getpid() or info[0] == "Z":
+            continue
+        try:
+            if os.readlink(f"/proc/{name}/cwd") == str(folder):
+                found.append(int(name))
+        except OSError:
+            continue
+    return found
+
+
+def test_calls_cancelled_while_others_spawn_them_in_threads_leave_no_child_and_no_fd(
+    root: Path, fast: SubprocessRunner
+) -> None:
+    # With calls in flight, the runner spawns in worker threads: a call cancelled during that
+    # spawn must still have its child killed and reaped, and its pipes closed.
+    spec = script_skill(root, "#!/bin/sh\nexec sleep 30\n", timeout=30)
+    folder = root / "skill"
+    run_call(fast, script_skill(root, "#!/bin/sh\necho '{}'\n", folder="warm"))
+    fds_before = open_fds()
+    zombies_before = zombie_children()
+
+    async def scenario() -> None:
+        calls = [asyncio.ensure_future(fast.run(spec, b"{}")) for _ in range(8)]
+        for delay in (0.0, 0.0005, 0.002, 0.01, 0.05):  # some mid-spawn, some running
+            await asyncio.sleep(delay)
+            calls.append(asyncio.ensure_future(fast.run(spec, b"{}")))
+        await asyncio.sleep(0.001)
+        for call in calls:
+            call.cancel()
+        await asyncio.gather(*calls, return_exceptions=True)
+        await until(lambda: not our_children_in(folder), timeout=5, what="no child left")
+
+    asyncio.run(scenario())
+    assert not our_children_in(folder)
+    wait_for(lambda: open_fds() == fds_before, timeout=5, what="every pipe closed")
+    wait_for(lambda: zombie_children() <= zombies_before, timeout=5, what="no zombie")
 
 
 def test_a_call_cancelled_right_before_its_event_loop_closes_leaks_no_fd_and_no_zombie(

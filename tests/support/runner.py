@@ -16,8 +16,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
+
 from ongrid_skills.execution.records import Event
 from ongrid_skills.execution.runner import RunOutcome, SpawnSpec, SubprocessRunner
+from ongrid_skills.execution.spawner import HelperSpawner, spawner
 from tests.support.processes import pid_gone, read_pid
 from tests.support.waiting import wait_for
 
@@ -82,6 +85,18 @@ def python_skill(
 ) -> SpawnSpec:
     """A Python child (absolute shebang: it runs without PATH or any other variable)."""
     return script_skill(root, f"#!{PYTHON} -S\n{code}", env=env, timeout=timeout)
+
+
+def require_helper() -> None:
+    """Skip unless the spawn helper can be used here; on Linux with a C compiler it must build
+    and load, so that a broken ``spawn_helper.c`` fails the tests instead of skipping them."""
+    try:
+        found = spawner("helper")
+    except RuntimeError as exc:
+        if sys.platform.startswith("linux") and shutil.which("cc"):
+            raise
+        pytest.skip(str(exc))
+    assert isinstance(found, HelperSpawner)
 
 
 def compile_c(source: str, out: Path) -> Path:

@@ -11,6 +11,12 @@ kills the ones that can be attributed to the ending call:
 - a child in a session of its own that started before every other call still running (so it
   cannot be theirs). Otherwise it is left for the sweep at the end of the next call.
 
+A sweep first looks at the main thread's children only (one small read): the kernel re-parents
+orphans to a subreaper's first live thread, the main thread, so when that list holds nothing but
+running calls and the children named by the runner (its sentinel), no orphan arrived and the
+full sweep is skipped. That is the common case, and it saves listing every thread's children
+and reading each child's ``stat`` after every call.
+
 Processes the manager started itself in a new session through other code would look like
 orphans; ongrid-skills starts none (its sentinel, :mod:`ongrid_skills.execution.supervision`,
 stays in the manager's session for that reason), and embedders who do can disable the sweeper.
@@ -26,31 +32,39 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
+import itertools
 import os
 import signal
 import sys
+import threading
 import time
+from collections.abc import Collection
 
 from ongrid_skills.execution.sentinel import proc_stat
 
 PR_SET_CHILD_SUBREAPER = 36
 _MAX_PASSES = 8  # depth of a detached process tree a single sweep unwinds
+_LIST_BYTES = 65536  # a longer list of children is read in full by the sweep
 
 
 def _become_subreaper() -> bool:
     if not sys.platform.startswith("linux"):
         return False
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        # The process's own symbols include libc's: no library search (find_library runs
+        # ldconfig, milliseconds per runner).
+        libc = ctypes.CDLL(None, use_errno=True)
         return int(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
     except (OSError, AttributeError):
         return False
 
 
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
 def _boot_ticks() -> float:
     """Now, in the clock ticks since boot that /proc/<pid>/stat uses for start times."""
-    return time.clock_gettime(time.CLOCK_BOOTTIME) * os.sysconf("SC_CLK_TCK")
+    return time.clock_gettime(time.CLOCK_BOOTTIME) * _TICKS
 
 
 class OrphanReaper:
@@ -61,21 +75,43 @@ class OrphanReaper:
         self.own_sid = os.getsid(0)
         self.pid = os.getpid()
         self.live: dict[int, float] = {}  # main pid of each running call -> start (boot ticks)
+        self._keys = itertools.count(1)
+        if self.enabled:
+            _MainChildren.open()
 
     def call_started(self, pid: int) -> None:
         """Note a call's main pid and start time while it runs: its orphans are not swept yet."""
         if self.enabled:
             self.live[pid] = _boot_ticks()
 
+    def spawning(self) -> int:
+        """Note a spawn about to start (in another thread, maybe): until :meth:`spawned` names
+        its pid, a sweep takes no child started from now on. Returns a key for that."""
+        key = -next(self._keys)  # never a pid
+        if self.enabled:
+            self.live[key] = _boot_ticks()
+        return key
+
+    def spawned(self, key: int, pid: int) -> None:
+        """The spawn noted under ``key`` started ``pid``: it is a running call from then on."""
+        began = self.live.pop(key, None)
+        if began is not None:
+            self.live[pid] = began
+
     def call_ended(self, pid: int) -> None:
         """Forget a call, so that the sweep may take what is left in its session."""
         self.live.pop(pid, None)
 
-    def sweep(self, call_pid: int) -> int:
-        """Kill the orphans attributable to the call whose main pid was ``call_pid``."""
+    def sweep(self, call_pid: int, known: Collection[int] = ()) -> int:
+        """Kill the orphans attributable to the call whose main pid was ``call_pid``.
+
+        ``known``: children of ours that are no call's leftovers (the sentinel); seeing only
+        those and running calls among the main thread's children, the sweep stops there."""
         # In a forked copy of the manager, self.pid is the parent's: those children are not
         # ours to kill (and the subreaper flag is not inherited across fork anyway).
         if not self.enabled or os.getpid() != self.pid:
+            return 0
+        if not self._strays(known):
             return 0
         killed = 0
         ours = {call_pid}  # sessions known to belong to the ending call
@@ -105,6 +141,47 @@ class OrphanReaper:
             if not found:
                 break
         return killed
+
+    def _strays(self, known: Collection[int]) -> bool:
+        """Whether the main thread has a child that is neither a running call nor ``known``
+        (True as well when its list cannot be read: then the full sweep decides)."""
+        raw = _MainChildren.read()
+        if raw is None:
+            return True
+        live = self.live
+        return any(int(p) not in live and int(p) not in known for p in raw.split())
+
+
+class _MainChildren:
+    """``/proc/<pid>/task/<pid>/children``, kept open once per process and re-read with
+    ``pread`` (one system call instead of open, read and close after every call)."""
+
+    lock = threading.Lock()
+    fd = -1
+    pid = 0
+
+    @classmethod
+    def open(cls) -> None:
+        pid = os.getpid()
+        with cls.lock:
+            if cls.pid == pid:
+                return
+            cls.pid, cls.fd = pid, -1  # a forked child must not read its parent's list
+            with contextlib.suppress(OSError):
+                cls.fd = os.open(f"/proc/{pid}/task/{pid}/children", os.O_RDONLY | os.O_CLOEXEC)
+
+    @classmethod
+    def read(cls) -> bytes | None:
+        """The list, or None when it cannot be read whole."""
+        if cls.pid != os.getpid():
+            cls.open()
+        if cls.fd < 0:
+            return None
+        try:
+            raw = os.pread(cls.fd, _LIST_BYTES, 0)
+        except OSError:
+            return None
+        return None if len(raw) >= _LIST_BYTES else raw
 
 
 def _children(pid: int) -> list[int]:

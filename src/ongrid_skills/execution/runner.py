@@ -1,15 +1,18 @@
 """The child's life: the only module that spawns a skill (SPEC §4), and the Runner protocol.
 
 One call = one child, spawned directly (argv ``[entry]``, no shell) in a new session, cwd = the
-skill's folder, environment = exactly the allowed names. Everything after the spawn is driven by
-the event loop without threads: the pipes are non-blocking readers/writers of the loop, and the
-child's exit is watched through a pidfd. This module owns that state machine: spawn, stdin,
+skill's folder, environment = exactly the allowed names, by the spawn helper or ``subprocess``
+(:mod:`ongrid_skills.execution.spawner`). Everything after the spawn is driven by the event loop
+without threads: the pipes are non-blocking, and they and the child's pidfd are watched through
+the runner's poller (:mod:`ongrid_skills.execution.poller`, one loop reader for all its calls).
+This module owns that state machine: spawn, stdin,
 draining, exit, SIGTERM → 2 s → SIGKILL on timeout, ≤ 1 s for the pipes to close once the main
 process has exited (then the group is killed), reaping, and the verdict from the exit status.
 What the bytes mean is not decided here: stdout goes to :mod:`ongrid_skills.execution.wire`
 (16 MiB cap, result decoding), stderr to :mod:`ongrid_skills.execution.stderr` (line events,
-budget, tail). Descendants that escaped the group (``setsid`` daemons) are found by the orphan
-sweeper (:mod:`ongrid_skills.execution.reaper`) and killed after every call.
+budget, tail), and the outcome is :mod:`ongrid_skills.execution.verdict`'s. Descendants that
+escaped the group (``setsid`` daemons) are found by the orphan sweeper
+(:mod:`ongrid_skills.execution.reaper`) and killed after the call that left them.
 
 Children die with their manager, however it dies (:mod:`ongrid_skills.execution.supervision`):
 each call's session is written to a group record after the spawn and blanked before the reap,
@@ -21,7 +24,7 @@ its grandchildren. The record costs two memory stores per call; the sentinel, no
 end.
 
 It must never use a shell, inherit the manager's environment, block the event loop, or reap a
-child before its process group was killed (see :meth:`_Call._finish`).
+child before its process group was killed (see :meth:`_Call.finish`).
 
 :class:`Runner` is all the pipeline and the manager need from a runner; besides
 :class:`SubprocessRunner`, :class:`~ongrid_skills.execution.function_runner.FunctionRunner`
@@ -34,19 +37,29 @@ import asyncio
 import contextlib
 import functools
 import os
-import select
 import signal
-import subprocess
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import IO, Any, Protocol
+from typing import Protocol
 
+from ongrid_skills.execution.poller import LoopPoller, Poller, new_poller
 from ongrid_skills.execution.reaper import OrphanReaper
 from ongrid_skills.execution.records import ErrorInfo, Event, EventSink, Status
+from ongrid_skills.execution.spawner import (
+    Child,
+    Mode,
+    Spawner,
+    SpawnPool,
+    exits_within,
+    reap,
+    spawner,
+    wait_no_reap,
+)
 from ongrid_skills.execution.stderr import StderrTimeline
 from ongrid_skills.execution.supervision import SUPPORTED, GroupRecord, supervision
-from ongrid_skills.execution.wire import STDOUT_CAP, StdoutBuffer, decode_result
+from ongrid_skills.execution.verdict import RunOutcome, verdict
+from ongrid_skills.execution.wire import STDOUT_CAP, StdoutBuffer
 from ongrid_skills.paths import check_entry
 
 KILL_GRACE_SECONDS = 2.0
@@ -66,23 +79,6 @@ class SpawnSpec:
     timeout_seconds: float
     shown_root: str = ""
     confine: str | None = None  # a folder the entry must also stay in (a SKILL.md's exec:)
-
-
-@dataclass(slots=True)
-class RunOutcome:
-    """How one call ended: its status and error, the verbatim result, exit code and stderr."""
-
-    status: Status
-    stdout: bytes = b""
-    result: Any = None
-    result_text: str | None = None
-    error: ErrorInfo | None = None
-    exit_code: int | None = None
-    signal: str | None = None
-    stderr_tail: str = ""
-    orphans_killed: int = 0
-    started_at: float | None = None
-    duration_ms: float = 0.0
 
 
 class Runner(Protocol):
@@ -109,9 +105,11 @@ class SubprocessRunner:
         linger: float = LINGER_SECONDS,
         supervise: bool = True,
         groups_dir: str | None = None,
+        spawn: Mode = "auto",
     ) -> None:
         """``supervise``: record each call for the sentinel (Linux); ``groups_dir``: keep the
-        record there (a manager's data dir) so start-up recovery can read it too."""
+        record there (a manager's data dir) so start-up recovery can read it too; ``spawn``:
+        ``auto`` (the spawn helper when it is available), ``helper`` or ``subprocess``."""
         self.stdout_cap = stdout_cap
         self.kill_grace = kill_grace
         self.linger = linger
@@ -119,6 +117,28 @@ class SubprocessRunner:
         self.supervise = supervise and SUPPORTED
         self.groups_dir = groups_dir
         self.record: GroupRecord | None = None
+        self.spawn_mode: Mode = spawn
+        self.spawner: Spawner | None = None  # chosen on the first call (may build the helper)
+        self._poller: Poller | None = None
+        self.pool = SpawnPool()
+        self.calls = 0  # calls of this runner between spawn and end
+
+    def poller(self, loop: asyncio.AbstractEventLoop) -> Poller:
+        """The poller of this runner's calls on ``loop``."""
+        poller = self._poller
+        if poller is not None and poller.loop is loop:
+            return poller
+        if poller is None or poller.idle:
+            poller = self._poller = new_poller(loop)
+            return poller
+        return LoopPoller(loop)  # calls of this runner are running on another loop too
+
+    async def _spawner(self) -> Spawner:
+        found = self.spawner
+        if found is None:
+            # The first call may compile the helper (once per machine): not on the loop.
+            found = self.spawner = await asyncio.to_thread(spawner, self.spawn_mode)
+        return found
 
     async def run(
         self, spec: SpawnSpec, payload: bytes, on_event: EventSink | None = None
@@ -127,147 +147,195 @@ class SubprocessRunner:
         check = check_entry(spec.entry, spec.root, spec.shown_root or spec.root, spec.confine)
         if check.problem is not None:
             return RunOutcome(Status.FAILED, error=ErrorInfo("entry_rejected", check.problem))
+        spawn = self.spawner or await self._spawner()
         record = self.record
         if self.supervise and (record is None or record.fd < 0):  # first call, or forked
             record = self.record = supervision().record(self.groups_dir)
             self.supervise = record is not None
+        loop = asyncio.get_running_loop()
+        poller = self.poller(loop)
         started_wall = time.time()
         started = time.monotonic()
+        self.calls += 1
+        reaper = self.reaper
+        # A sweep ending another call while this one spawns must not take its child for an
+        # orphan: the spawn is noted as a running call before it starts.
+        key = reaper.spawning() if reaper is not None else 0
         try:
-            proc = subprocess.Popen(
-                [check.path],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                cwd=spec.cwd,
-                env=dict(spec.env),
-                start_new_session=True,
-                close_fds=True,
-                bufsize=0,
-            )
+            if self.calls == 1:  # alone: spawn right here, the helper adds the fds to the epoll
+                child = spawn.spawn(check.path, spec.cwd, spec.env, payload, poller.fileno())
+            else:  # other calls run: the loop keeps serving them while the kernel spawns
+                child = await self.pool.spawn(spawn, check.path, spec.cwd, spec.env, payload)
         except OSError as exc:
+            self.calls -= 1
+            if reaper is not None:
+                reaper.call_ended(key)
+            poller.release()
             reason = exc.strerror or str(exc)
             return RunOutcome(
                 Status.FAILED,
                 error=ErrorInfo("spawn_failed", f"cannot start {check.path}: {reason}"),
                 started_at=started_wall,
             )
-        call = _Call(self, proc, payload, spec.timeout_seconds, on_event)
-        if record is not None:
-            call.record, call.slot = record, record.add(proc.pid)
-        if self.reaper is not None:
-            self.reaper.call_started(proc.pid)
-        try:
-            await call.wait()
         except BaseException:
+            self.calls -= 1
+            if reaper is not None:
+                reaper.call_ended(key)
+            poller.release()
+            raise
+        pid = child.pid
+        slot = record.add(pid) if record is not None else -1
+        if reaper is not None:
+            reaper.spawned(key, pid)
+        call = _Call(self, loop, poller, child, payload, spec.timeout_seconds, on_event)
+        if record is not None:
+            call.record, call.slot = record, slot
+        try:
+            await call.done
+        except BaseException:
+            self.calls -= 1
             # Cancelled: the group is killed now; once the main process is reaped, sweep what it
             # left (its killed children were re-parented to us and must be reaped, and setsid
             # daemons killed). The call is no longer live for that sweep.
             sweep: Callable[[], object] | None = None
-            if self.reaper is not None:
-                self.reaper.call_ended(proc.pid)
-                sweep = functools.partial(self.reaper.sweep, proc.pid)
+            if reaper is not None:
+                reaper.call_ended(pid)
+                sweep = functools.partial(reaper.sweep, pid, self._known_children())
             call.abandon(sweep)
             raise
-        finally:
-            if self.reaper is not None:
-                self.reaper.call_ended(proc.pid)
-        orphans = self.reaper.sweep(proc.pid) if self.reaper is not None else 0
+        self.calls -= 1
+        call.finish()
+        orphans = 0
+        if reaper is not None:
+            reaper.call_ended(pid)
+            orphans = reaper.sweep(pid, self._known_children())
         outcome = call.outcome()
         outcome.orphans_killed = orphans
         outcome.started_at = started_wall
         outcome.duration_ms = round((time.monotonic() - started) * 1000, 3)
         return outcome
 
+    def _known_children(self) -> tuple[int, ...]:
+        """Children of this process that are not a call's leftovers (the sentinel)."""
+        if self.record is None:
+            return ()
+        pid = self.record.owner.sentinel_pid
+        return () if pid is None else (pid,)
+
 
 class _Call:
     """The state machine of one running child."""
 
+    __slots__ = (
+        "child",
+        "done",
+        "err",
+        "err_fd",
+        "exited",
+        "loop",
+        "on_event",
+        "out",
+        "out_fd",
+        "payload",
+        "pid",
+        "pidfd",
+        "pipes",
+        "poller",
+        "record",
+        "runner",
+        "slot",
+        "status",
+        "stdin",
+        "timed_out",
+        "timeout",
+        "timers",
+    )
+
     def __init__(
         self,
         runner: SubprocessRunner,
-        proc: subprocess.Popen[bytes],
+        loop: asyncio.AbstractEventLoop,
+        poller: Poller,
+        child: Child,
         payload: bytes,
         timeout: float,
         on_event: EventSink | None,
     ) -> None:
-        self.loop = asyncio.get_running_loop()
+        # Lean on purpose: this runs between the spawn and the loop's next wait, while the child
+        # starts on the same core.
+        self.loop = loop
+        self.poller = poller
         self.record: GroupRecord | None = None  # set by the runner once recorded
         self.slot = -1
         self.runner = runner
-        self.proc = proc
-        self.pid = proc.pid
+        self.child = child
+        self.pid = child.pid
         self.on_event = on_event
-        self.done: asyncio.Future[None] = self.loop.create_future()
+        self.done: asyncio.Future[None] = loop.create_future()
         self.out = StdoutBuffer(runner.stdout_cap)
+        self.err: StderrTimeline | None = None  # made on the first byte of stderr
         self.timed_out = False
         self.timeout = timeout
         self.exited = False
         self.status: int | None = None
-        self.err = StderrTimeline(self._emit)
-        self.open_pipes = 2
-        self.payload = memoryview(payload)
-        self.timers: list[asyncio.TimerHandle] = []
-        assert proc.stdin and proc.stdout and proc.stderr
-        self.pipes: dict[int, IO[bytes]] = {
-            proc.stdout.fileno(): proc.stdout,
-            proc.stderr.fileno(): proc.stderr,
-        }
-        self.out_fd = proc.stdout.fileno()
-        self.err_fd = proc.stderr.fileno()
-        for fd in self.pipes:
-            os.set_blocking(fd, False)
-            self.loop.add_reader(fd, self._on_readable, fd)
-        self.stdin: IO[bytes] | None = proc.stdin
-        os.set_blocking(proc.stdin.fileno(), False)
-        self._write_stdin()
-        self.pidfd = _pidfd_open(self.pid)
-        if self.pidfd is not None:
-            self.loop.add_reader(self.pidfd, self._on_exit)
+        self.out_fd = out_fd = child.stdout
+        self.err_fd = err_fd = child.stderr
+        self.pipes = {out_fd, err_fd}  # the read ends not at EOF yet
+        self.pidfd = pidfd = child.pidfd
+        watch = poller.adopt if child.watched else poller.add
+        watch(out_fd, self._on_stdout)
+        watch(err_fd, self._on_stderr)
+        if pidfd is not None:
+            watch(pidfd, self._on_exit)
         else:  # no pidfd (macOS, old kernels): a thread waits without reaping
-            self.loop.run_in_executor(None, _wait_no_reap, self.pid).add_done_callback(
+            loop.run_in_executor(None, wait_no_reap, self.pid).add_done_callback(
                 lambda _f: self._on_exit()
             )
-        self.timers.append(self.loop.call_later(timeout, self._on_timeout))
+        self.stdin = child.stdin
+        self.payload = memoryview(payload)[child.written :] if child.stdin is not None else None
+        if self.stdin is not None:  # the pipe was full: the rest goes as the child reads
+            loop.add_writer(self.stdin, self._on_writable)
+        self.timers: list[asyncio.TimerHandle] = [loop.call_later(timeout, self._on_timeout)]
 
     # ---- events ---------------------------------------------------------------------------
     def _emit(self, event: Event) -> None:
         if self.on_event is not None:
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(Exception):  # a broken sink must not break the call
                 self.on_event(event)
 
     # ---- stdin ----------------------------------------------------------------------------
-    def _write_stdin(self) -> None:
-        stdin = self.stdin
-        if stdin is None:
+    def _on_writable(self) -> None:
+        fd, payload = self.stdin, self.payload
+        if fd is None or payload is None:
             return
-        fd = stdin.fileno()
-        while self.payload:
+        while payload:
             try:
-                written = os.write(fd, self.payload)
+                written = os.write(fd, payload)
             except BlockingIOError:
-                self.loop.add_writer(fd, self._on_writable)
+                self.payload = payload
                 return
             except OSError:  # EPIPE: the child does not read stdin; that is its right
                 break
-            self.payload = self.payload[written:]
+            payload = payload[written:]
         self._close_stdin()
 
-    def _on_writable(self) -> None:
-        if self.stdin is not None:
-            self.loop.remove_writer(self.stdin.fileno())
-        self._write_stdin()
-
     def _close_stdin(self) -> None:
-        if self.stdin is not None:
-            self.loop.remove_writer(self.stdin.fileno())
-            with contextlib.suppress(OSError):
-                self.stdin.close()
+        fd = self.stdin
+        if fd is not None:
             self.stdin = None
-            self.payload = memoryview(b"")
+            self.payload = None
+            self.loop.remove_writer(fd)
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     # ---- stdout / stderr ------------------------------------------------------------------
-    def _on_readable(self, fd: int) -> None:
+    def _on_stdout(self) -> None:
+        self._drain(self.out_fd)
+
+    def _on_stderr(self) -> None:
+        self._drain(self.err_fd)
+
+    def _drain(self, fd: int) -> None:
         # Read until the pipe is empty: a child that wrote and exited often gives EOF at once,
         # which saves a trip through the event loop.
         for _ in range(16):
@@ -281,21 +349,24 @@ class _Call:
                 self._close_pipe(fd)
                 return
             if fd == self.err_fd:
-                self.err.feed(chunk)
+                err = self.err
+                if err is None:
+                    err = self.err = StderrTimeline(self._emit)
+                err.feed(chunk)
             elif not self.out.take(chunk):  # past the cap: the call is over, kill the group
                 self._kill_group(signal.SIGKILL)
                 self._close_pipe(fd)
                 return
 
     def _close_pipe(self, fd: int) -> None:
-        pipe = self.pipes.pop(fd, None)
-        if pipe is None:
+        if fd not in self.pipes:
             return
-        self.loop.remove_reader(fd)
-        if fd == self.err_fd:
+        self.pipes.discard(fd)
+        self.poller.remove(fd)
+        if fd == self.err_fd and self.err is not None:
             self.err.close()
         with contextlib.suppress(OSError):
-            pipe.close()
+            os.close(fd)
         self._maybe_done()
 
     # ---- exit, timeout, linger ------------------------------------------------------------
@@ -304,9 +375,9 @@ class _Call:
             return
         self.exited = True
         if self.pidfd is not None:
-            self.loop.remove_reader(self.pidfd)
-        for fd in list(self.pipes):  # whatever the child wrote is in the pipes by now
-            self._on_readable(fd)
+            self.poller.remove(self.pidfd)
+        for fd in sorted(self.pipes):  # whatever the child wrote is in the pipes by now
+            self._drain(fd)
         if self.pipes:
             self.timers.append(self.loop.call_later(self.runner.linger, self._on_linger))
         self._maybe_done()
@@ -314,8 +385,8 @@ class _Call:
     def _on_linger(self) -> None:
         # The main process is gone but something still holds the pipes: end it now.
         self._kill_group(signal.SIGKILL)
-        for fd in list(self.pipes):
-            self._on_readable(fd)  # what is already in the pipe, with the stdout cap applied
+        for fd in sorted(self.pipes):
+            self._drain(fd)  # what is already in the pipe, with the stdout cap applied
             self._close_pipe(fd)
 
     def _on_timeout(self) -> None:
@@ -336,11 +407,8 @@ class _Call:
         if self.exited and not self.pipes and not self.done.done():
             self.done.set_result(None)
 
-    async def wait(self) -> None:
-        await self.done
-        self._finish()
-
-    def _finish(self) -> None:
+    def finish(self) -> None:
+        """The call is done (exited, pipes at EOF): kill what is left of the group, reap."""
         for timer in self.timers:
             timer.cancel()
         self._close_stdin()
@@ -353,8 +421,8 @@ class _Call:
         # the leader itself (losing its exit status and counting it as an orphan).
         self._kill_group(signal.SIGKILL)  # leftovers of the group that closed their pipes
         self._unrecord()  # before the reap, for the same reason: the id is still ours
-        self.status = _reap(self.pid)
-        self.proc.returncode = self.status
+        self.status = reap(self.pid)
+        self.child.reaped(self.status)
         if self.pidfd is not None:
             os.close(self.pidfd)
             self.pidfd = None
@@ -369,28 +437,28 @@ class _Call:
         """
         for timer in self.timers:
             timer.cancel()
-        self._kill_group(signal.SIGKILL)  # before the reap, as in _finish
+        self._kill_group(signal.SIGKILL)  # before the reap, as in finish
         self._close_stdin()
-        for fd in list(self.pipes):
+        for fd in sorted(self.pipes):
             self._close_pipe(fd)
         pidfd = self.pidfd
         if pidfd is not None and not self.exited:
-            self.loop.remove_reader(pidfd)
-            if not _exits_within(pidfd, ABANDON_REAP_SECONDS):
+            self.poller.remove(pidfd)
+            if not exits_within(pidfd, ABANDON_REAP_SECONDS):
 
                 def reap_later() -> None:
-                    self.loop.remove_reader(pidfd)
+                    self.poller.remove(pidfd)
                     self._finish_quietly(then)
 
-                self.loop.add_reader(pidfd, reap_later)
+                self.poller.add(pidfd, reap_later)
                 return
         self._finish_quietly(then)
 
     def _finish_quietly(self, then: Callable[[], object] | None = None) -> None:
         self._unrecord()
         with contextlib.suppress(Exception):
-            self.status = _reap(self.pid)
-            self.proc.returncode = self.status
+            self.status = reap(self.pid)
+            self.child.reaped(self.status)
         if self.pidfd is not None:
             os.close(self.pidfd)
             self.pidfd = None
@@ -403,77 +471,10 @@ class _Call:
             self.record.remove(self.slot)
             self.record = None
 
-    # ---- result ---------------------------------------------------------------------------
+    # ---- result ----------------------------------------------------------------------------
     def outcome(self) -> RunOutcome:
-        code = self.status
-        out = RunOutcome(Status.FAILED, stdout=bytes(self.out.data), stderr_tail=self.err.tail())
-        if code is not None and code >= 0:
-            out.exit_code = code
-        elif code is not None:
-            out.signal = _signal_name(-code)
-        if self.timed_out:
-            out.status = Status.TIMED_OUT
-            out.error = ErrorInfo("timed_out", f"timed out after {self.timeout:g} s")
-        elif self.out.too_large:
-            out.status = Status.OUTPUT_TOO_LARGE
-            out.error = self.out.overflow()
-        elif code is None:
-            out.error = ErrorInfo("exit_status", "exit status unknown")
-        elif code < 0:
-            out.error = ErrorInfo("killed_by_signal", f"killed by signal {out.signal}")
-        elif code > 0:
-            out.error = ErrorInfo("exit_status", f"exit status {code}")
-        else:
-            decoded = decode_result(out.stdout)
-            if decoded.error is not None:
-                out.error = decoded.error
-            else:
-                out.status = Status.SUCCEEDED
-                out.result = decoded.value
-                out.result_text = decoded.text
-        return out
-
-
-def _pidfd_open(pid: int) -> int | None:
-    opener = getattr(os, "pidfd_open", None)
-    if opener is None:
-        return None
-    try:
-        fd: int = opener(pid)
-    except OSError:
-        return None
-    return fd
-
-
-def _exits_within(pidfd: int, seconds: float) -> bool:
-    """Wait at most ``seconds`` for the process behind ``pidfd`` to exit."""
-    poller = select.poll()
-    poller.register(pidfd, select.POLLIN)
-    return bool(poller.poll(seconds * 1000))
-
-
-def _wait_no_reap(pid: int) -> None:
-    with contextlib.suppress(ChildProcessError):
-        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
-
-
-def _reap(pid: int) -> int | None:
-    """Reap an exited child; its return code in Popen's convention (negative = signal)."""
-    while True:
-        try:
-            _, status = os.waitpid(pid, 0)
-        except ChildProcessError:
-            return None
-        except InterruptedError:  # pragma: no cover - PEP 475 retries for us
-            continue
-        return os.waitstatus_to_exitcode(status)
-
-
-def _signal_name(signum: int) -> str:
-    try:
-        return signal.Signals(signum).name
-    except ValueError:
-        return f"signal {signum}"
+        tail = self.err.tail() if self.err is not None else ""
+        return verdict(self.status, self.timed_out, self.timeout, self.out, tail)
 
 
 __all__ = ["RunOutcome", "SpawnSpec", "SubprocessRunner"]

@@ -125,7 +125,8 @@ class Walker:
         """Record one loader line and pass it to the sink, prefixed."""
         # One line per event, always: a name, entry or path from a manifest or the tree that
         # carries a newline (or any control character) must not forge a second loader line.
-        message = _CONTROL_RE.sub(_escape_control, message)
+        if not message.isprintable():  # the common case skips the regular expression
+            message = _CONTROL_RE.sub(_escape_control, message)
         self.report.lines.append(message)
         self.sink(PREFIX + message)
 
@@ -190,6 +191,8 @@ class Walker:
             why = f"{exc.strerror or exc}"
             self.skip_dir(shown_dir, why, f"skip unreadable dir {shown_dir}: {why}")
             return None
+        if shown_dir == real_dir:  # the usual case: an entry's path is the path shown
+            return ((e.path, e) for e in entries)
         return ((os.path.join(shown_dir, e.name), e) for e in entries)
 
     def _manifest_path(self, entry: os.DirEntry[str], shown: str, root: Root) -> str | None:
@@ -263,10 +266,12 @@ def load_external(
     for root in walker.roots(dirs):
         for shown, real in walker.files(root, lambda name: name == "skill.json"):
             try:
-                _, obj = read_manifest(real)
-                folder = os.path.dirname(real)
+                raw, obj = read_manifest(real)
+                folder = real.rpartition("/")[0] or "/"  # real is absolute: its folder
                 loc = Location(shown, folder, root.real, root.shown)
-                skill = build_skill(obj, loc, source=source, default_timeout=default_timeout)
+                skill = build_skill(
+                    obj, loc, source=source, default_timeout=default_timeout, raw=raw
+                )
             except ManifestError as err:
                 err.path = shown
                 walker.refuse(err)

@@ -165,7 +165,7 @@ def _validate_manifest(
         line, col = key_position(text, key)
         out.append(Finding(shown, line, col, "warning", message))
     try:
-        skill = build_skill(obj, Location(shown, os.path.dirname(real), root, shown_root))
+        skill = build_skill(obj, Location(shown, os.path.dirname(real), root, shown_root), raw=raw)
     except ManifestError as err:
         line, col = key_position(text, err.field) if err.field else (1, 1)
         out.append(Finding(shown, line, col, "error", err.message))

@@ -7,11 +7,14 @@ Nothing may mutate a Registry after it is built (its mappings are read-only view
 
 from __future__ import annotations
 
+import functools
+import gc
 import json
 import os
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
+from typing import ParamSpec
 
 from ongrid_skills.errors import UnknownPersona, UnknownSkill
 from ongrid_skills.skills.discovery import (
@@ -190,6 +193,29 @@ def internal_skills() -> list[Skill]:
     return out
 
 
+_P = ParamSpec("_P")
+
+
+def _pausing_cycle_collection(build: Callable[_P, Registry]) -> Callable[_P, Registry]:
+    """``build`` with the cyclic garbage collector paused: a load allocates tens of thousands of
+    objects that all stay alive (no cycle to find), and the collections their allocation
+    triggers cost about a tenth of a 10,000-skill load. Process-wide, for a load's duration
+    only; nothing is lost, cycles made meanwhile are collected once it is back on."""
+
+    @functools.wraps(build)
+    def paused(*args: _P.args, **kwargs: _P.kwargs) -> Registry:
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return build(*args, **kwargs)
+        finally:
+            if was_enabled:
+                gc.enable()
+
+    return paused
+
+
+@_pausing_cycle_collection
 def build_registry(
     external_dirs: Iterable[str] = (),
     persona_dirs: Iterable[str] = (),

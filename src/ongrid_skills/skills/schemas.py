@@ -33,13 +33,18 @@ DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
 _ACCEPTED_DIALECTS = {DRAFT_2020_12, DRAFT_2020_12 + "#"}
 
 
-def schema_problem(schema: object) -> str | None:
-    """Why ``schema`` is not an acceptable args schema, or None when it is."""
+def schema_problem(
+    schema: object, *, plain: bool = False, compile: bool | None = None
+) -> str | None:
+    """Why ``schema`` is not an acceptable args schema, or None when it is. ``plain``: the
+    caller checked already that it is plain JSON data (:func:`json_problem`); ``compile``:
+    whether to compile it once meta-valid (None: when it uses a keyword only compiling checks;
+    see :func:`may_need_compiling` for a cheap answer from the text it was parsed from)."""
     if not isinstance(schema, dict):
         return f"schema must be a JSON object, got {json_type(schema)}"
     # A schema from YAML may hold a date or bytes; one from JSON a lone surrogate or 1e400. Each
     # loads, then breaks whoever serialises the schema later (tool listings, validator cache).
-    problem = json_problem(schema)
+    problem = None if plain else json_problem(schema)
     if problem is not None:
         return f"schema is not plain JSON data: {problem}"
     dialect = schema.get("$schema")
@@ -56,7 +61,7 @@ def schema_problem(schema: object) -> str | None:
         return f"schema cannot be compiled: {_first_line(exc)}"
     # Meta-validation does not catch everything (dangling or remote $ref, bad regex): compile
     # now, so that a skill whose schema can never validate args is refused at load time.
-    if not _needs_compiling(schema):
+    if not (_needs_compiling(schema) if compile is None else compile):
         return None
     try:  # compiled straight from the dict: no cache entry for a one-off check at load time
         jsonschema_rs.Draft202012Validator(schema, offline=True)
@@ -70,6 +75,19 @@ def schema_problem(schema: object) -> str | None:
 _COMPILE_CHECKED = frozenset(
     {"$ref", "$dynamicRef", "$id", "$anchor", "$dynamicAnchor", "pattern", "patternProperties"}
 )
+
+
+# Every keyword of _COMPILE_CHECKED, as JSON text, starts with one of these.
+_COMPILE_CHECKED_PREFIXES = (b'"$', b'"pattern', b"\\u")
+assert all(json.dumps(k).encode().startswith(_COMPILE_CHECKED_PREFIXES) for k in _COMPILE_CHECKED)
+
+
+def may_need_compiling(raw: bytes) -> bool:
+    """Whether a schema parsed out of the JSON text ``raw`` may use a keyword that only
+    compiling checks: one substring search per keyword, where walking the parsed schema cost
+    as much as the rest of loading a skill. Conservative: a string equal to a keyword counts,
+    and any ``\\u`` escape (which could spell one) makes the answer True."""
+    return any(prefix in raw for prefix in _COMPILE_CHECKED_PREFIXES)
 
 
 def _needs_compiling(node: Any) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import os
 import re
 import stat
@@ -31,13 +32,16 @@ from ongrid_skills.paths import (
 from ongrid_skills.skills.model import SCOPE_MANAGER, Skill, SpawnTarget, parse_scope, scope_problem
 from ongrid_skills.skills.schemas import (
     EMPTY_OBJECT_SCHEMA,
+    MAX_DOCUMENT_DEPTH,
     json_problem,
     json_type,
+    may_need_compiling,
     schema_problem,
 )
 from ongrid_skills.types import DEFAULT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS, SkillClass
 
 MAX_MANIFEST_BYTES = 1024 * 1024
+_CLASSES = {member.value: member for member in SkillClass}
 NAME_RE = re.compile(r"[a-z0-9_]+")
 MAX_NAME_LENGTH = 64
 KNOWN_FIELDS = (
@@ -92,8 +96,13 @@ def parse_manifest(raw: bytes, path: str) -> dict[str, Any]:
         ) from None
     if not text.strip():
         raise ManifestError("empty file: expected a JSON object", path=path, kind="parse")
+    plain = _plain_text(text)
     try:
-        obj = strict_json.decode(text, _DECODER)
+        try:
+            obj = strict_json.decode(text, _DECODER)
+        except _Overflow:  # rare: parse again as Python would, for json_problem to locate it
+            obj = strict_json.decode(text, _LENIENT)
+            plain = False
     except strict_json.DuplicateKey as exc:
         line, col = exc.line or 1, exc.column or 1
         raise ManifestError(
@@ -130,11 +139,25 @@ def parse_manifest(raw: bytes, path: str) -> dict[str, Any]:
             kind="parse",
         )
     # Python's parser takes "\ud800" and 1e400, which no door can send on; and a document nested
-    # a few hundred levels deep, which the validator and the serialisers cannot handle.
-    problem = json_problem(obj)
+    # a few hundred levels deep, which the validator and the serialisers cannot handle. The walk
+    # that finds them is skipped for a text that cannot hold any (nearly every manifest).
+    problem = None if plain else json_problem(obj)
     if problem is not None:
         raise ManifestError(f"not plain JSON data: {problem}", path=path, kind="parse")
     return obj
+
+
+_SURROGATE_ESCAPE_RE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _plain_text(text: str) -> bool:
+    """Whether JSON that ``_DECODER`` parsed from ``text`` is plain JSON data (see
+    :func:`json_problem`) without walking it: no escape of a UTF-16 surrogate, and too few
+    brackets to be nested past the limit (a number that overflows never gets this far: see
+    ``_finite``). False only means: walk it."""
+    if text.count("{") + text.count("[") > MAX_DOCUMENT_DEPTH:
+        return False
+    return "\\u" not in text or _SURROGATE_ESCAPE_RE.search(text) is None
 
 
 class _NonStandardConstant(ValueError):
@@ -145,9 +168,21 @@ def _reject_constant(name: str) -> Any:
     raise _NonStandardConstant(name)
 
 
+class _Overflow(ValueError):
+    """A number too large for a float (1e400): parsed again by ``_LENIENT`` to be located."""
+
+
+def _finite(literal: str) -> float:
+    value = float(literal)
+    if math.isinf(value):
+        raise _Overflow(literal)
+    return value
+
+
 # A key given twice is refused (json keeps the last one): "class": "safe" then "class":
 # "dangerous" must not leave a reader of the first in doubt about what was loaded.
-_DECODER = strict_json.decoder(parse_constant=_reject_constant)
+_DECODER = strict_json.decoder(parse_constant=_reject_constant, parse_float=_finite)
+_LENIENT = strict_json.decoder(parse_constant=_reject_constant)
 
 
 _STRING_OR_CONSTANT_RE = re.compile(r'"(?:[^"\\]|\\.)*"|(-?Infinity|NaN)', re.DOTALL)
@@ -177,8 +212,13 @@ def build_skill(
     *,
     source: str = "external",
     default_timeout: int = DEFAULT_TIMEOUT_SECONDS,
+    raw: bytes | None = None,
 ) -> Skill:
-    """Turn a parsed manifest into a Skill; raise a build ManifestError naming the field."""
+    """Turn a parsed manifest into a Skill; raise a build ManifestError naming the field.
+
+    ``raw``: the manifest ``obj`` was parsed from by :func:`parse_manifest`, which checked that
+    it is plain JSON data; its schema is then not walked again, and is compiled at load time
+    only if the text names a keyword the meta-schema cannot check (see ``schema_problem``)."""
     raw_name = obj.get("name")
     name = raw_name if isinstance(raw_name, str) else ""
 
@@ -201,7 +241,10 @@ def build_skill(
 
     # A fresh default per skill: never share one mutable dict between skills.
     schema = obj["schema"] if "schema" in obj else copy.deepcopy(EMPTY_OBJECT_SCHEMA)
-    problem = schema_problem(schema)
+    if raw is None:
+        problem = schema_problem(schema)
+    else:
+        problem = schema_problem(schema, plain=True, compile=may_need_compiling(raw))
     if problem is not None:
         raise fail(problem, "schema")
 
@@ -237,10 +280,7 @@ def build_skill(
         )
 
     raw_class = obj.get("class", "safe")
-    try:
-        skill_class = SkillClass(raw_class) if isinstance(raw_class, str) else None
-    except ValueError:
-        skill_class = None
+    skill_class = _CLASSES.get(raw_class) if isinstance(raw_class, str) else None
     if skill_class is None:
         raise fail(
             f"class must be one of safe, mutating, dangerous, got {json.dumps(raw_class)}",

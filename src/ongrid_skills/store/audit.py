@@ -135,10 +135,12 @@ class AuditLog:
 
     def verify(self, witnesses: Iterable[Witness] = ()) -> Verification:
         """Walk the chain and check it against its head record, the anchor and ``witnesses``."""
+        self.db.flush()  # deferred entries are committed, then anchored, before we look
         self.anchor.flush()  # this process's own commits are anchored before we look
         return verify_chain(self.db, self.sealer, self.anchor.path, HEAD_KEY, witnesses)
 
     def close(self) -> None:
+        self.db.flush()  # the deferred entries reach the chain before its last anchor
         self.anchor.close()
 
 

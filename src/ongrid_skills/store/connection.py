@@ -2,8 +2,9 @@
 
 Embedded default: SQLite in WAL mode at ``$ONGRID_DATA_DIR/ongrid.db``; ``ONGRID_DATABASE_URL``
 selects another engine (PostgreSQL for replicas sharing state). Repositories receive this object,
-never the :class:`~ongrid_skills.store.facade.Store` that composes them. This module must never
-import a repository.
+never the :class:`~ongrid_skills.store.facade.Store` that composes them. Writes that may wait
+(a call's outcome) are deferred and committed in groups (:mod:`ongrid_skills.store.groupcommit`);
+every read commits them first. This module must never import a repository.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,7 @@ from sqlalchemy.exc import OperationalError
 
 from ongrid_skills.errors import StorageFull
 from ongrid_skills.paths import register_store_file
+from ongrid_skills.store.groupcommit import GroupCommit, Write
 from ongrid_skills.store.rawsql import RawSQL
 
 MIGRATIONS = Path(__file__).with_name("migrations")
@@ -55,6 +58,7 @@ class Database:
             f"SELECT pg_advisory_xact_lock({WRITER_LOCK})" if self.dialect == "postgresql" else None
         )
         self._collected: dict[CommitHook, list[Any]] | None = None  # the open transaction's
+        self.group = GroupCommit(self.tx, self._write_lock)
 
     @contextmanager
     def tx(self) -> Iterator[Connection]:
@@ -104,9 +108,21 @@ class Database:
             raise RuntimeError("after_commit outside a write transaction (Database.tx)")
         self._collected.setdefault(hook, []).append(item)
 
+    def defer(self, write: Write) -> Future[None]:
+        """Run ``write`` in a write transaction soon, with others (group commit); every read
+        of this process commits it first. The future settles when it is committed (see
+        :mod:`ongrid_skills.store.groupcommit`)."""
+        return self.group.defer(write)
+
+    def flush(self) -> None:
+        """Commit the deferred writes now."""
+        self.group.flush()
+
     @contextmanager
     def read(self) -> Iterator[Connection]:
-        """A connection of its own for reads, which never wait for the writer (WAL, MVCC)."""
+        """A connection of its own for reads, which never wait for the writer (WAL, MVCC), once
+        the deferred writes are committed (read-your-writes)."""
+        self.group.flush()
         with self.engine.connect() as conn:
             yield conn
 
@@ -126,6 +142,7 @@ class Database:
                 command.upgrade(cfg, "head")
 
     def close(self) -> None:
+        self.group.close()
         with self._write_lock:
             if self._writer is not None:
                 self._writer.close()

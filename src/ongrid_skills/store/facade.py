@@ -7,7 +7,8 @@ imports the Store (this was an import circle).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -45,6 +46,10 @@ class Store:
         """One write transaction (see :meth:`Database.tx`)."""
         with self.db.tx() as conn:
             yield conn
+
+    def defer(self, write: Callable[[Connection], None]) -> Future[None]:
+        """A write committed soon with others (see :meth:`Database.defer`)."""
+        return self.db.defer(write)
 
     @contextmanager
     def read(self) -> Iterator[Connection]:

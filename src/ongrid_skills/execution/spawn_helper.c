@@ -1,0 +1,191 @@
+/* The spawn helper: one external-skill child started the way SPEC §4 wants, in one C call.
+ *
+ * Built on first use into a shared library by ongrid_skills.execution.spawner (with the
+ * system's cc, cached by the hash of this file) and called through ctypes. It exists because
+ * Python 3.11's os.posix_spawn cannot set the child's cwd, and subprocess.Popen, which can,
+ * costs about twice the parent CPU of a posix_spawn.
+ *
+ * ongrid_spawn(path, cwd, env, nenv, payload, len, epfd, out) does, for argv = [path]:
+ *   - three pipes (O_CLOEXEC); the parent's ends are made non-blocking;
+ *   - posix_spawn with, in the child: a new session (POSIX_SPAWN_SETSID, so a new process
+ *     group too), an empty signal mask, SIGPIPE and SIGXFSZ back to their default action
+ *     (Python ignores them; subprocess restores them too), stdin/stdout/stderr on the pipes,
+ *     cwd = `cwd`, every other descriptor closed, environment = exactly the `nenv` NUL-ended
+ *     "NAME=value" strings packed in `env`;
+ *   - a pidfd on the child, when the kernel has pidfd_open (else -1);
+ *   - as much of `payload` written to stdin as the pipe takes without blocking, and stdin
+ *     closed when all of it was (or the child will never read it: EPIPE);
+ *   - when `epfd` >= 0, stdout, stderr and the pidfd added to that epoll (EPOLLIN, data = fd);
+ *   - out = {pid, stdin (write end, or -1 once closed), stdout (read end), stderr (read end),
+ *     pidfd, bytes of payload written, 1 if the descriptors were added to epfd else 0}.
+ * It returns 0, or the errno of what failed (nothing is left open or running then). What it
+ * does after the spawn cannot fail the call: the runner redoes what was not done.
+ *
+ * glibc's posix_spawn runs the child on a separate stack with CLONE_VM | CLONE_VFORK, blocks
+ * every signal around it and resets the handled ones in the child, and reports a failed exec
+ * as its return value: the careful parts are the C library's. What must never happen here:
+ * allocating or calling anything but posix_spawn's own actions in the child, or leaving a
+ * descriptor of the manager open in it. Needs glibc >= 2.34 (addclosefrom_np) or a libc with
+ * the same three extensions; elsewhere the compile fails and Python's subprocess is used.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#ifndef POSIX_SPAWN_SETSID
+#error "posix_spawn cannot start a new session here"
+#endif
+
+#define ONGRID_SPAWN_ABI 2
+
+int ongrid_spawn_abi(void) { return ONGRID_SPAWN_ABI; }
+
+/* A descriptor the child receives must not sit on 0-2: the dup2 actions would overwrite one
+ * with another (the manager runs with a standard stream closed). Moves `*fd` to >= 3. */
+static int above_std(int *fd) {
+    if (*fd > 2) return 0;
+    int moved = fcntl(*fd, F_DUPFD_CLOEXEC, 3);
+    if (moved < 0) return errno;
+    close(*fd);
+    *fd = moved;
+    return 0;
+}
+
+static void close_all(int *fds, int n) {
+    for (int i = 0; i < n; i++)
+        if (fds[i] >= 0) close(fds[i]);
+}
+
+/* Writes what the pipe takes now; closes `*fd` when done or when the reader is gone. */
+static long feed(int *fd, const char *payload, long len) {
+    long done = 0;
+    while (done < len) {
+        ssize_t n = write(*fd, payload + done, (size_t)(len - done));
+        if (n > 0) {
+            done += n;
+        } else if (n < 0 && errno == EINTR) {
+            continue;
+        } else if (n < 0 && errno == EAGAIN) {
+            return done;
+        } else { /* EPIPE: the child does not read stdin; that is its right */
+            break;
+        }
+    }
+    close(*fd);
+    *fd = -1;
+    return done;
+}
+
+/* Adds the three descriptors to `epfd`; all or none. */
+static int watch(int epfd, const int *fds, int n) {
+    for (int i = 0; i < n; i++) {
+        struct epoll_event ev;
+        memset(&ev, 0, sizeof ev);
+        ev.events = EPOLLIN;
+        ev.data.fd = fds[i];
+        if (epoll_ctl(epfd, EPOLL_CTL_ADD, fds[i], &ev) != 0) {
+            while (i-- > 0) epoll_ctl(epfd, EPOLL_CTL_DEL, fds[i], NULL);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+int ongrid_spawn(const char *path, const char *cwd, const char *env, int nenv,
+                 const char *payload, long len, int epfd, long *out) {
+    int fds[6] = {-1, -1, -1, -1, -1, -1}; /* in_r, in_w, out_r, out_w, err_r, err_w */
+    int rc = 0;
+    char **envp = NULL;
+    if (nenv < 0) return EINVAL;
+    if (pipe2(fds, O_CLOEXEC) || pipe2(fds + 2, O_CLOEXEC) || pipe2(fds + 4, O_CLOEXEC)) {
+        rc = errno;
+        close_all(fds, 6);
+        return rc;
+    }
+    if ((rc = above_std(&fds[0])) || (rc = above_std(&fds[3])) || (rc = above_std(&fds[5]))) {
+        close_all(fds, 6);
+        return rc;
+    }
+    envp = malloc(sizeof(char *) * ((size_t)nenv + 1));
+    if (envp == NULL) {
+        close_all(fds, 6);
+        return ENOMEM;
+    }
+    const char *p = env;
+    for (int i = 0; i < nenv; i++) {
+        envp[i] = (char *)p;
+        p += strlen(p) + 1;
+    }
+    envp[nenv] = NULL;
+
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t attr;
+    sigset_t none, dflt;
+    sigemptyset(&none);
+    sigemptyset(&dflt);
+    sigaddset(&dflt, SIGPIPE);
+    sigaddset(&dflt, SIGXFSZ);
+    if ((rc = posix_spawn_file_actions_init(&fa)) != 0) {
+        free(envp);
+        close_all(fds, 6);
+        return rc;
+    }
+    if ((rc = posix_spawnattr_init(&attr)) != 0) {
+        posix_spawn_file_actions_destroy(&fa);
+        free(envp);
+        close_all(fds, 6);
+        return rc;
+    }
+    if (!rc) rc = posix_spawn_file_actions_adddup2(&fa, fds[0], 0);
+    if (!rc) rc = posix_spawn_file_actions_adddup2(&fa, fds[3], 1);
+    if (!rc) rc = posix_spawn_file_actions_adddup2(&fa, fds[5], 2);
+    if (!rc) rc = posix_spawn_file_actions_addchdir_np(&fa, cwd);
+    if (!rc) rc = posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+    if (!rc)
+        rc = posix_spawnattr_setflags(
+            &attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    if (!rc) rc = posix_spawnattr_setsigmask(&attr, &none);
+    if (!rc) rc = posix_spawnattr_setsigdefault(&attr, &dflt);
+    pid_t pid = -1;
+    char *argv[2] = {(char *)path, NULL};
+    if (!rc) rc = posix_spawn(&pid, path, &fa, &attr, argv, envp);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    free(envp);
+    /* The child's ends are the child's now (or nobody's): close them either way. */
+    close(fds[0]);
+    close(fds[3]);
+    close(fds[5]);
+    if (rc != 0) {
+        close(fds[1]);
+        close(fds[2]);
+        close(fds[4]);
+        return rc;
+    }
+    fcntl(fds[1], F_SETFL, O_NONBLOCK);
+    fcntl(fds[2], F_SETFL, O_NONBLOCK);
+    fcntl(fds[4], F_SETFL, O_NONBLOCK);
+    int pidfd = -1;
+#ifdef SYS_pidfd_open
+    pidfd = (int)syscall(SYS_pidfd_open, pid, 0); /* close-on-exec by definition */
+    if (pidfd < 0) pidfd = -1;
+#endif
+    int in_w = fds[1];
+    long written = feed(&in_w, payload, len);
+    int watched[3] = {fds[2], fds[4], pidfd};
+    out[0] = pid;
+    out[1] = in_w;
+    out[2] = fds[2];
+    out[3] = fds[4];
+    out[4] = pidfd;
+    out[5] = written;
+    out[6] = epfd >= 0 ? watch(epfd, watched, pidfd >= 0 ? 3 : 2) : 0;
+    return 0;
+}

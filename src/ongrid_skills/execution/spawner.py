@@ -1,0 +1,444 @@
+"""Starting a skill's child process: the spawn helper (C, through ctypes) or ``subprocess``.
+
+Both spawners start ``argv = [entry]`` in a new session, cwd = the skill's folder, with exactly
+the environment given, stdin/stdout/stderr on fresh pipes and every other descriptor closed; then
+write as much of the payload to stdin as the pipe takes without blocking (closing stdin once it
+is all written); the helper also puts stdout, stderr and the pidfd under the watch of the epoll
+it is given (the fallback leaves that to the runner's poller).
+They hand back a :class:`Child`: its pid, the parent's ends of the pipes (non-blocking), a pidfd,
+how much was written and whether the descriptors are watched. Doing all of this in one C call is
+most of what the helper saves: every Python statement between the spawn and the loop's next wait
+delays the child, which starts on the same core.
+
+- :class:`HelperSpawner` calls ``ongrid_spawn`` of ``spawn_helper.c`` (one ``posix_spawn`` with
+  a chdir action): about half the parent CPU of ``Popen``. The library is compiled on first use
+  with the system's ``cc`` and cached by the hash of its source and flags, in the virtualenv
+  (``<venv>/lib/ongrid-skills/``) or else the user's cache dir (``~/.cache/ongrid-skills/``); a
+  library is loaded only from a directory and file owned by this user (or root) that nobody else
+  can write.
+- :class:`PopenSpawner` is the pure-Python fallback (``subprocess.Popen``), used when there is
+  no compiler, the C library lacks ``posix_spawn``'s chdir/closefrom extensions (glibc < 2.34,
+  macOS), or ``ONGRID_SPAWN_HELPER=off`` forces it.
+
+Which one a runner uses is decided once per process and mode (:func:`spawner`); why the helper
+is unavailable is logged once at INFO. :class:`SpawnPool` runs spawns in worker threads, for a
+runner that has other calls in flight: ``posix_spawn`` returns only once the child has exec'd
+(a millisecond on a loaded machine), and the event loop must not stand still meanwhile.
+
+This module must never run anything but the compiler before a call is admitted, nor load a
+library another user could have written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import functools
+import hashlib
+import logging
+import os
+import platform
+import select
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Protocol
+
+LOG = logging.getLogger("ongrid_skills.runner")
+SOURCE = Path(__file__).with_name("spawn_helper.c")
+CFLAGS = ("-O2", "-shared", "-fPIC", "-Wall")
+ABI = 2
+ENV_SWITCH = "ONGRID_SPAWN_HELPER"  # "off" (or 0/false/no): always use subprocess
+COMPILE_TIMEOUT_SECONDS = 60.0
+
+Mode = Literal["auto", "helper", "subprocess"]
+
+
+@dataclass(slots=True)
+class Child:
+    """A started child: its pid, the parent's pipe ends (non-blocking; stdin None once all of
+    the payload was written and it was closed), a pidfd or None, how many bytes of the payload
+    were written, and whether stdout, stderr and the pidfd were added to the epoll given."""
+
+    pid: int
+    stdin: int | None
+    stdout: int
+    stderr: int
+    pidfd: int | None
+    written: int
+    watched: bool
+    # Kept for the fallback only: a Popen dropped while its returncode is None would be queued
+    # for subprocess's own reaping, which must never reap a call's leader before the runner.
+    popen: subprocess.Popen[bytes] | None = None
+
+    def reaped(self, returncode: int | None) -> None:
+        """The runner reaped the child: tell the Popen object, if any, that it is done."""
+        if self.popen is not None:
+            self.popen.returncode = returncode
+
+
+class Spawner(Protocol):
+    """Starts one child; raises OSError when it cannot be started (nothing left behind)."""
+
+    name: str
+
+    def spawn(
+        self, path: str, cwd: str, env: Mapping[str, str], payload: bytes, epoll_fd: int
+    ) -> Child: ...
+
+
+class PopenSpawner:
+    """The pure-Python path: ``subprocess.Popen`` on pipes made here."""
+
+    name = "subprocess"
+
+    def spawn(
+        self, path: str, cwd: str, env: Mapping[str, str], payload: bytes, epoll_fd: int
+    ) -> Child:
+        for name, value in env.items():  # refused as the helper refuses it (Popen takes "=x")
+            _env_entry(name, value)
+        in_r, in_w = os.pipe()
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        try:
+            proc = subprocess.Popen(
+                [path],
+                stdin=in_r,
+                stdout=out_w,
+                stderr=err_w,
+                cwd=cwd,
+                env=dict(env),
+                start_new_session=True,
+                close_fds=True,
+            )
+        except BaseException:
+            for fd in (in_w, out_r, err_r):
+                os.close(fd)
+            raise
+        finally:
+            for fd in (in_r, out_w, err_w):
+                os.close(fd)
+        for fd in (in_w, out_r, err_r):
+            os.set_blocking(fd, False)
+        pidfd = _pidfd_open(proc.pid)
+        stdin, written = _feed(in_w, payload)
+        # The epoll is left to the runner's poller: Python cannot add to it by descriptor.
+        return Child(proc.pid, stdin, out_r, err_r, pidfd, written, False, proc)
+
+
+class HelperSpawner:
+    """The C path: one call of ``ongrid_spawn`` (see ``spawn_helper.c``)."""
+
+    name = "helper"
+
+    def __init__(self, library: ctypes.CDLL) -> None:
+        fn = library.ongrid_spawn
+        fn.argtypes = [
+            ctypes.c_char_p,
+            ctypes.c_char_p,
+            ctypes.c_char_p,
+            ctypes.c_int,
+            ctypes.c_char_p,
+            ctypes.c_long,
+            ctypes.c_int,
+            ctypes.POINTER(ctypes.c_long),
+        ]
+        fn.restype = ctypes.c_int
+        self._spawn = fn
+
+    def spawn(
+        self, path: str, cwd: str, env: Mapping[str, str], payload: bytes, epoll_fd: int
+    ) -> Child:
+        raw_path, raw_cwd = os.fsencode(path), os.fsencode(cwd)
+        if b"\0" in raw_path or b"\0" in raw_cwd:  # C would silently cut the string there
+            raise ValueError("embedded null byte")
+        blob = b"".join([_env_entry(name, value) for name, value in env.items()])
+        out = (ctypes.c_long * 7)()
+        err = self._spawn(raw_path, raw_cwd, blob, len(env), payload, len(payload), epoll_fd, out)
+        if err:
+            raise OSError(err, os.strerror(err), path)
+        pid, stdin, stdout, stderr, pidfd, written, watched = out
+        return Child(
+            pid,
+            stdin if stdin >= 0 else None,
+            stdout,
+            stderr,
+            pidfd if pidfd >= 0 else None,
+            written,
+            watched == 1,
+        )
+
+
+class SpawnPool:
+    """Spawns in worker threads (as many as there are cores: more spawns at once than cores
+    only slows each down)."""
+
+    def __init__(self, workers: int | None = None) -> None:
+        self.workers = workers or os.cpu_count() or 2
+        self._executor: ThreadPoolExecutor | None = None
+
+    async def spawn(
+        self, spawner: Spawner, path: str, cwd: str, env: Mapping[str, str], payload: bytes
+    ) -> Child:
+        """Spawn in a worker thread (the descriptors are not added to any epoll). Cancelled
+        while the thread spawns, the child is killed and reaped as soon as it exists."""
+        executor = self._executor
+        if executor is None:
+            executor = self._executor = ThreadPoolExecutor(
+                self.workers, thread_name_prefix="ongrid-spawn"
+            )
+        future = executor.submit(spawner.spawn, path, cwd, env, payload, -1)
+        try:
+            return await asyncio.shield(asyncio.wrap_future(future))
+        except asyncio.CancelledError:
+            future.add_done_callback(_discard)
+            raise
+
+
+def _discard(future: Future[Child]) -> None:
+    """A child spawned for a call that was cancelled meanwhile: kill, close, reap."""
+    if future.cancelled() or future.exception() is not None:
+        return
+    child = future.result()
+    with contextlib.suppress(OSError):
+        os.killpg(child.pid, signal.SIGKILL)
+    for fd in (child.stdin, child.stdout, child.stderr, child.pidfd):
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+    with contextlib.suppress(ChildProcessError):
+        _, status = os.waitpid(child.pid, 0)
+        child.reaped(os.waitstatus_to_exitcode(status))
+
+
+def _env_entry(name: str, value: str) -> bytes:
+    """``NAME=value`` and its NUL, refused like ``subprocess`` refuses it."""
+    raw_name, raw_value = os.fsencode(name), os.fsencode(value)
+    if not raw_name or b"=" in raw_name:
+        raise ValueError("illegal environment variable name")
+    if b"\0" in raw_name or b"\0" in raw_value:
+        raise ValueError("embedded null byte")
+    return raw_name + b"=" + raw_value + b"\0"
+
+
+def _feed(fd: int, payload: bytes) -> tuple[int | None, int]:
+    """Write what the pipe takes now; close it once all is written or the reader is gone."""
+    done = 0
+    while done < len(payload):
+        try:
+            done += os.write(fd, payload[done:])
+        except BlockingIOError:
+            return fd, done
+        except OSError:  # EPIPE: the child does not read stdin; that is its right
+            break
+    os.close(fd)
+    return None, done
+
+
+def _pidfd_open(pid: int) -> int | None:
+    opener = getattr(os, "pidfd_open", None)
+    if opener is None:
+        return None
+    try:
+        fd: int = opener(pid)
+    except OSError:
+        return None
+    return fd
+
+
+# ---- waiting for and reaping a child --------------------------------------------------------
+
+
+def exits_within(pidfd: int, seconds: float) -> bool:
+    """Wait at most ``seconds`` for the process behind ``pidfd`` to exit."""
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    return bool(poller.poll(seconds * 1000))
+
+
+def wait_no_reap(pid: int) -> None:
+    """Block until ``pid`` exits, leaving it to be reaped (for platforms without pidfds)."""
+    with contextlib.suppress(ChildProcessError):
+        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+
+
+def reap(pid: int) -> int | None:
+    """Reap an exited child; its return code in Popen's convention (negative = signal)."""
+    while True:
+        try:
+            _, status = os.waitpid(pid, 0)
+        except ChildProcessError:
+            return None
+        except InterruptedError:  # pragma: no cover - PEP 475 retries for us
+            continue
+        return os.waitstatus_to_exitcode(status)
+
+
+# ---- choosing and building --------------------------------------------------------------------
+
+
+def spawner(mode: Mode = "auto") -> Spawner:
+    """The spawner for ``mode``: ``auto`` is the helper unless it is unavailable or switched off
+    by ``ONGRID_SPAWN_HELPER=off``; ``helper`` raises RuntimeError when it is unavailable;
+    ``subprocess`` is always the fallback."""
+    if mode == "subprocess":
+        return PopenSpawner()
+    if mode == "auto" and _switched_off():
+        return PopenSpawner()
+    found = _helper()
+    if isinstance(found, HelperSpawner):
+        return found
+    if mode == "helper":
+        raise RuntimeError(f"the spawn helper is unavailable: {found}")
+    _log_fallback(found)
+    return PopenSpawner()
+
+
+def _switched_off() -> bool:
+    return os.environ.get(ENV_SWITCH, "").strip().lower() in {"off", "0", "false", "no"}
+
+
+@functools.cache
+def _log_fallback(why: str) -> None:
+    LOG.info("spawning skills through subprocess (slower): %s", why)
+
+
+@functools.cache
+def _helper() -> HelperSpawner | str:
+    """The helper, loaded (built first when needed); or why it is unavailable."""
+    if not sys.platform.startswith("linux"):
+        return f"not built on {sys.platform}"
+    try:
+        source = SOURCE.read_bytes()
+    except OSError as exc:
+        return f"cannot read {SOURCE}: {exc.strerror or exc}"
+    digest = hashlib.sha256(source)
+    digest.update(" ".join((*CFLAGS, platform.machine())).encode())
+    name = f"spawn-{digest.hexdigest()[:20]}.so"
+    problems: list[str] = []
+    for folder in cache_dirs():
+        path = folder / name
+        why = _safe_dir(folder)
+        if why is not None:
+            problems.append(why)
+            continue
+        if not path.exists():
+            why = _build(path)
+            if why is not None:
+                problems.append(why)
+                if why.startswith("compiling"):  # the source itself does not build here
+                    break
+                continue
+        loaded = _load(path)
+        if isinstance(loaded, HelperSpawner):
+            return loaded
+        problems.append(loaded)
+    return "; ".join(problems) or "no cache directory"
+
+
+def cache_dirs() -> list[Path]:
+    """Where the compiled helper may live, in order of preference."""
+    dirs: list[Path] = []
+    if sys.prefix != sys.base_prefix:  # a virtualenv: the helper belongs to it
+        dirs.append(Path(sys.prefix) / "lib" / "ongrid-skills")
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    if os.path.isabs(cache):
+        dirs.append(Path(cache) / "ongrid-skills")
+    dirs.append(Path(tempfile.gettempdir()) / f"ongrid-skills-{os.geteuid()}")
+    return dirs
+
+
+def _trusted(st: os.stat_result) -> bool:
+    return st.st_uid in (os.geteuid(), 0) and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+
+
+def _safe_dir(folder: Path) -> str | None:
+    """Create ``folder`` (0700) if needed; None when it is ours alone, else why not."""
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = os.lstat(folder)
+    except OSError as exc:
+        return f"{folder}: {exc.strerror or exc}"
+    if not stat.S_ISDIR(st.st_mode) or not _trusted(st):
+        return f"{folder} is not a directory that only its owner can write"
+    return None
+
+
+def _build(target: Path) -> str | None:
+    """Compile the helper into ``target`` (atomically); None on success, else why not."""
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        return "no C compiler (cc) on PATH"
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        proc = subprocess.run(
+            [compiler, *CFLAGS, "-o", str(tmp), str(SOURCE)],
+            capture_output=True,
+            text=True,
+            timeout=COMPILE_TIMEOUT_SECONDS,
+            check=False,
+        )
+        if proc.returncode != 0:
+            first = (proc.stderr.strip().splitlines() or ["no message"])[0]
+            return f"compiling {SOURCE.name} failed: {first}"
+        os.chmod(tmp, 0o700)
+        os.replace(tmp, target)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"cannot build {target}: {exc}"
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+    for old in target.parent.glob("spawn-*.so"):  # builds of earlier sources
+        if old != target:
+            with contextlib.suppress(OSError):
+                old.unlink()
+    return None
+
+
+def _load(path: Path) -> HelperSpawner | str:
+    try:
+        st = os.lstat(path)
+        if not stat.S_ISREG(st.st_mode) or not _trusted(st):
+            return f"{path} is not a regular file that only its owner can write"
+        library = ctypes.CDLL(str(path))
+        if library.ongrid_spawn_abi() != ABI:
+            return f"{path} is not the expected helper"
+        return HelperSpawner(library)
+    except (OSError, AttributeError) as exc:
+        return f"cannot load {path}: {exc}"
+
+
+def main() -> int:
+    """``python -m ongrid_skills.execution.spawner``: build the helper now; say which is used."""
+    found = _helper()
+    if isinstance(found, HelperSpawner):
+        print("spawn helper ready")
+        return 0
+    print(f"spawn helper unavailable, subprocess is used: {found}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
+
+
+__all__ = [
+    "Child",
+    "HelperSpawner",
+    "PopenSpawner",
+    "SpawnPool",
+    "Spawner",
+    "cache_dirs",
+    "exits_within",
+    "reap",
+    "spawner",
+    "wait_no_reap",
+]

@@ -1,0 +1,165 @@
+"""Group commit on a real SQLite file: deferred writes, read-your-writes, failures, close."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import Connection, text
+
+from ongrid_skills.errors import StorageFull
+from ongrid_skills.store.connection import Database, open_database
+from ongrid_skills.store.groupcommit import Write
+from tests.support.waiting import wait_for
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Iterator[Database]:
+    database = open_database(str(tmp_path / "data"))
+    with database.tx() as conn:
+        conn.exec_driver_sql("CREATE TABLE notes (n INTEGER PRIMARY KEY, tx INTEGER)")
+    yield database
+    database.close()
+
+
+def note(n: int) -> Write:
+    """A deferred write adding the note ``n``."""
+
+    def write(conn: Connection) -> None:
+        conn.exec_driver_sql("INSERT INTO notes (n, tx) VALUES (?, 0)", (n,))
+
+    return write
+
+
+def notes(db: Database) -> list[int]:
+    with db.read() as conn:
+        return [row[0] for row in conn.execute(text("SELECT n FROM notes ORDER BY n"))]
+
+
+def committed_elsewhere(path: Path) -> list[int]:
+    """What another process would see: a plain sqlite3 connection, no flush."""
+    import sqlite3
+
+    with sqlite3.connect(path) as conn:
+        return [row[0] for row in conn.execute("SELECT n FROM notes ORDER BY n")]
+
+
+def test_deferred_writes_are_committed_soon_without_anyone_asking(
+    db: Database, tmp_path: Path
+) -> None:
+    for n in range(5):
+        db.defer(note(n))
+    wait_for(
+        lambda: committed_elsewhere(tmp_path / "data" / "ongrid.db") == [0, 1, 2, 3, 4],
+        timeout=5,
+        what="the writer thread to commit",
+    )
+
+
+def test_many_writes_deferred_together_share_one_transaction(db: Database) -> None:
+    transactions = 0
+    real_tx = db.tx
+
+    def counting_tx() -> Any:
+        nonlocal transactions
+        transactions += 1
+        return real_tx()
+
+    db.group.delay = 60.0  # only the flush below commits
+    db.group._tx = counting_tx  # type: ignore[assignment]
+    for n in range(50):
+        db.defer(note(n))
+    db.flush()
+    assert notes(db) == list(range(50))
+    assert transactions == 1
+
+
+def test_a_read_sees_every_write_deferred_before_it(db: Database) -> None:
+    db.group.delay = 60.0  # the writer would wait a minute: only the read can commit them
+    for n in range(3):
+        db.defer(note(n))
+    assert notes(db) == [0, 1, 2]
+    assert db.group.pending == 0
+
+
+def test_a_failing_write_is_dropped_alone_and_the_others_are_committed(
+    db: Database, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken(conn: Connection) -> None:
+        conn.exec_driver_sql("INSERT INTO no_such_table VALUES (1)")
+
+    db.group.delay = 60.0
+    db.defer(note(1))
+    db.defer(broken)
+    db.defer(note(2))
+    assert notes(db) == [1, 2]
+    assert "a deferred write failed and was dropped" in caplog.text
+
+
+def test_on_a_full_disk_the_writes_stay_queued_in_order_and_are_retried(db: Database) -> None:
+    full = threading.Event()
+    full.set()
+
+    def maybe_full(conn: Connection) -> None:
+        if full.is_set():
+            raise StorageFull("the data store's filesystem is full: nothing was written")
+        conn.exec_driver_sql("INSERT INTO notes (n, tx) VALUES (0, 0)")
+
+    db.group.delay = 60.0
+    db.defer(maybe_full)
+    db.defer(note(1))
+    assert notes(db) == []  # the batch rolled back whole, and stays queued
+    assert db.group.pending == 2
+    full.clear()
+    assert notes(db) == [0, 1]
+
+
+def test_closing_commits_what_is_still_queued(tmp_path: Path) -> None:
+    database = open_database(str(tmp_path / "data"))
+    with database.tx() as conn:
+        conn.exec_driver_sql("CREATE TABLE notes (n INTEGER PRIMARY KEY, tx INTEGER)")
+    database.group.delay = 60.0
+    database.defer(note(7))
+    database.close()
+    assert committed_elsewhere(tmp_path / "data" / "ongrid.db") == [7]
+    with pytest.raises(RuntimeError, match="closed"):
+        database.defer(note(8))
+
+
+def test_a_deferred_write_settles_its_future_once_committed_and_not_before(
+    db: Database, tmp_path: Path
+) -> None:
+    db.group.delay = 60.0  # held: nothing commits until the flush
+    settled = db.defer(note(3))
+    assert not settled.done()
+    assert committed_elsewhere(tmp_path / "data" / "ongrid.db") == []
+    db.flush()
+    settled.result(timeout=5)
+    assert committed_elsewhere(tmp_path / "data" / "ongrid.db") == [3]
+
+
+def test_without_a_delay_the_writer_commits_at_once_and_settles_the_future(
+    db: Database, tmp_path: Path
+) -> None:
+    db.defer(note(4)).result(timeout=5)  # nobody flushes: the writer thread does it
+    assert committed_elsewhere(tmp_path / "data" / "ongrid.db") == [4]
+
+
+def test_dropped_and_parked_writes_settle_their_futures_so_no_caller_hangs(db: Database) -> None:
+    def broken(conn: Connection) -> None:
+        conn.exec_driver_sql("INSERT INTO no_such_table VALUES (1)")
+
+    def full(conn: Connection) -> None:
+        raise StorageFull("the data store's filesystem is full: nothing was written")
+
+    db.group.delay = 60.0
+    dropped = db.defer(broken)
+    db.flush()
+    dropped.result(timeout=5)
+    parked = db.defer(full)
+    db.flush()
+    parked.result(timeout=5)
+    assert db.group.pending == 1  # still queued for the retries
