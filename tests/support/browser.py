@@ -162,14 +162,17 @@ def write_console_skills(skills: Path, personas: Path) -> None:
 
 
 @contextmanager
-def console_server(base: Path, **overrides: Any) -> Iterator[Console]:
-    """The composed app under uvicorn on a loopback port, in a thread of this process."""
+def console_server(
+    base: Path, *, example_skills: bool = True, **overrides: Any
+) -> Iterator[Console]:
+    """The composed app under uvicorn on a loopback port, in a thread of this process
+    (without the repository's example skills when ``example_skills`` is false: the example
+    pack brings copies of them)."""
     skills = base / "skills"
     skills.mkdir()
     write_console_skills(skills, base / "personas")
-    settings = make_settings(
-        base, skills, external_dirs=(str(EXAMPLE_SKILLS), str(skills)), **overrides
-    )
+    dirs = (str(EXAMPLE_SKILLS), str(skills)) if example_skills else (str(skills),)
+    settings = make_settings(base, skills, external_dirs=dirs, **overrides)
     store = open_store(
         settings.data_dir,
         settings.database_url,

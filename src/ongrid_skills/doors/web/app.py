@@ -19,6 +19,7 @@ from ongrid_skills.doors.web import (
     history,
     live,
     login,
+    packs,
     pages,
     personas,
     run,
@@ -53,4 +54,5 @@ def build_web_app(settings: Settings) -> FastAPI:
     app.include_router(agent_runs.router)
     app.include_router(run.router)
     app.include_router(execution_page.router)
+    app.include_router(packs.router)
     return app
