@@ -11,12 +11,20 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Browser, Page, expect
 
 from ongrid_skills.packs.build import build_archive
 from ongrid_skills.packs.keys import load_signing_key
 from ongrid_skills.packs.trust import sign_path
-from tests.support.browser import Console, PageGuard, console_server, login, screenshot
+from tests.support.browser import (
+    PHONE,
+    Console,
+    PageGuard,
+    console_server,
+    login,
+    screenshot,
+    watched_page,
+)
 from tests.support.packs import (
     EXAMPLE_PACKS,
     Entry,
@@ -200,3 +208,22 @@ def test_a_forged_post_without_the_csrf_token_is_refused(console: Console, page:
         assert answer.status == 403, path
         assert "CSRF" in answer.text()
     assert installed(console) == before
+
+
+def test_the_packs_pages_fit_a_phone_screen(console: Console, browser: Browser) -> None:
+    guard = PageGuard()
+    page = watched_page(browser, guard, viewport=PHONE)
+    widths = {}
+    try:
+        login(page, console, "admin")
+        page.goto(console.url + "/packs")
+        page.locator("details.digest summary").first.click()
+        widths["packs"] = page.evaluate("document.documentElement.scrollWidth")
+        screenshot(page, "phone-packs", full_page=True)
+        removable = page.locator(".pack .card-head h3").first.inner_text()
+        page.goto(console.url + f"/packs/{removable}/remove")
+        widths["confirm"] = page.evaluate("document.documentElement.scrollWidth")
+    finally:
+        page.context.close()
+    assert widths == {"packs": PHONE["width"], "confirm": PHONE["width"]}
+    assert not guard.unexpected(), guard.problems
