@@ -282,6 +282,8 @@ def test_malformed_and_oversized_uploads_are_refused_before_any_install(
         ),
     }
     statuses = {name: answer.status_code for name, answer in answers.items()}
+    assert 'class="error-code">too_large</code>' in answers["too large"].text
+    assert 'class="error-code">invalid_request</code>' in answers["no file"].text
     assert statuses == {
         "too large": 413,
         "streamed too large": 413,
