@@ -26,6 +26,9 @@ from ongrid_skills.settings import Settings
 
 #: Room for the multipart envelope and a signature file beside the archive itself.
 UPLOAD_OVERHEAD = 1024 * 1024
+#: How long a change over HTTP waits for another pack change (a CLI's, say) to finish before
+#: its 409 ``conflict``: a command line waits ten minutes, a request should not hold that long.
+HTTP_LOCK_WAIT_SECONDS = 30.0
 #: A change that made a version active (the REST door answers 201 for these).
 ACTIVATING = frozenset({"install", "upgrade", "downgrade"})
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._+-]")
@@ -38,7 +41,12 @@ def upload_limit(settings: Settings) -> int:
 
 def packs_of(manager: Manager) -> Packs:
     """The packs of the manager's data dir; names are checked against its current registry."""
-    return open_packs(manager.settings, manager.store, lambda: manager.registry)
+    return open_packs(
+        manager.settings,
+        manager.store,
+        lambda: manager.registry,
+        lock_wait=HTTP_LOCK_WAIT_SECONDS,
+    )
 
 
 def shown_name(filename: str | None) -> str:

@@ -15,7 +15,9 @@ from typing import Any
 import httpx
 import pytest
 
+from ongrid_skills.doors import pack_changes
 from ongrid_skills.packs.build import build_archive
+from ongrid_skills.packs.home import PackHome
 from tests.support.browser import Console, console_server
 from tests.support.packs import (
     EXAMPLE_PACKS,
@@ -334,4 +336,16 @@ def test_rolling_back_a_pack_without_a_previous_version_is_a_conflict_on_the_pag
         assert (gone.status_code, refused_code(gone.text)) == (404, "not_found")
     finally:
         admin.post("/packs/probe/remove", data={"csrf": token, "confirmed": "yes"})
+    assert installed(console) == {}
+
+
+def test_a_change_while_another_pack_command_runs_is_a_conflict_on_the_page(
+    console: Console, admin: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(pack_changes, "HTTP_LOCK_WAIT_SECONDS", 0.3)
+    token = csrf(console, admin)
+    with PackHome(console.settings.data_dir).lock():  # what a running `pack install` holds
+        answer = admin.post("/packs/install", data={"csrf": token, "pack": "probe"})
+    assert (answer.status_code, refused_code(answer.text)) == (409, "conflict")
+    assert "another pack change is in progress" in answer.text
     assert installed(console) == {}
