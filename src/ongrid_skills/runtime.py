@@ -197,19 +197,24 @@ async def open_manager(
 
 
 def open_packs(
-    settings: Settings, store: Store, loaded: Callable[[], Registry] | None = None
+    settings: Settings,
+    store: Store,
+    loaded: Callable[[], Registry] | None = None,
+    *,
+    lock_wait: float | None = None,
 ) -> Packs:
     """The packs of the data dir, recorded in ``store``; names are checked against ``loaded()``
-    (default: a fresh load of these settings, as a CLI sees them)."""
+    (default: a fresh load of these settings, as a CLI sees them). ``lock_wait``: how long a
+    change waits for another one's before its Conflict (default: a command line's wait)."""
     from ongrid_skills.packs import Limits, load_trusted_keys  # noqa: PLC0415 (see above)
     from ongrid_skills.packs.fetch import FetchPolicy  # noqa: PLC0415
-    from ongrid_skills.packs.home import PackHome  # noqa: PLC0415
+    from ongrid_skills.packs.home import LOCK_WAIT_SECONDS, PackHome  # noqa: PLC0415
     from ongrid_skills.packs.install import Installer  # noqa: PLC0415
     from ongrid_skills.packs.service import Packs  # noqa: PLC0415
     from ongrid_skills.packs.sources import SourcePolicy  # noqa: PLC0415
     from ongrid_skills.packs.unpack import stream_cap  # noqa: PLC0415
 
-    home = PackHome(settings.data_dir)
+    home = PackHome(settings.data_dir, LOCK_WAIT_SECONDS if lock_wait is None else lock_wait)
     limits = Limits.from_settings(settings)
 
     def fresh() -> Registry:

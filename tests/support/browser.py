@@ -162,14 +162,17 @@ def write_console_skills(skills: Path, personas: Path) -> None:
 
 
 @contextmanager
-def console_server(base: Path, **overrides: Any) -> Iterator[Console]:
-    """The composed app under uvicorn on a loopback port, in a thread of this process."""
+def console_server(
+    base: Path, *, example_skills: bool = True, **overrides: Any
+) -> Iterator[Console]:
+    """The composed app under uvicorn on a loopback port, in a thread of this process
+    (without the repository's example skills when ``example_skills`` is false: the example
+    pack brings copies of them)."""
     skills = base / "skills"
     skills.mkdir()
     write_console_skills(skills, base / "personas")
-    settings = make_settings(
-        base, skills, external_dirs=(str(EXAMPLE_SKILLS), str(skills)), **overrides
-    )
+    dirs = (str(EXAMPLE_SKILLS), str(skills)) if example_skills else (str(skills),)
+    settings = make_settings(base, skills, external_dirs=dirs, **overrides)
     store = open_store(
         settings.data_dir,
         settings.database_url,
@@ -308,9 +311,15 @@ def login(page: Page, console: Console, who: str = "admin") -> None:
     page.wait_for_url(console.url + "/skills")
 
 
-def screenshot(page: Page, name: str, full_page: bool = False) -> Path:
-    """A PNG of the page in tests/.screenshots/ (git-ignored), for people to look at."""
+def screenshot(page: Page, name: str, full_page: bool = False, height: int | None = None) -> Path:
+    """A PNG of the page in tests/.screenshots/ (git-ignored), for people to look at; with
+    ``height``, the top of the whole page down to that many pixels."""
     SCREENSHOTS.mkdir(exist_ok=True)
     path = SCREENSHOTS / f"{name}.png"
-    page.screenshot(path=str(path), full_page=full_page)
+    if height is not None:
+        width = page.viewport_size["width"] if page.viewport_size else DESKTOP["width"]
+        clip = {"x": 0, "y": 0, "width": width, "height": height}
+        page.screenshot(path=str(path), full_page=True, clip=clip)  # type: ignore[arg-type]
+    else:
+        page.screenshot(path=str(path), full_page=full_page)
     return path

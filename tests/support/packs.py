@@ -19,9 +19,16 @@ from typing import Any
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from tests.support.skills import write_persona, write_skill, write_skill_md
+from ongrid_skills.packs.build import build_archive
+from ongrid_skills.packs.files import Limits
+from ongrid_skills.packs.index import build_index
+from ongrid_skills.packs.keys import load_signing_key
+from ongrid_skills.packs.trust import sign_path
+from tests.support.skills import EXAMPLE_SKILLS, write_persona, write_skill, write_skill_md
 
 SSH_KEYGEN = shutil.which("ssh-keygen")
+#: The repository's example pack, its index and its (public, test-only) signing key.
+EXAMPLE_PACKS = EXAMPLE_SKILLS.parent / "packs"
 
 
 def write_pack(
@@ -157,3 +164,35 @@ def make_key(folder: Path, name: str = "id_ed25519", passphrase: str = "") -> Ke
 def tree(root: Path) -> list[str]:
     """Every path under ``root`` (relative, sorted), to compare what exists before and after."""
     return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+@dataclass(frozen=True)
+class Market:
+    """A marketplace on disk: signed archives, their ``index.json``, the key that signed
+    them, and a trusted-keys file naming that key and the example pack's test key."""
+
+    folder: Path
+    index: Path
+    key: KeyPair
+    trusted: Path
+
+
+def signed_market(base: Path, releases: dict[str, dict[str, tuple[str, ...]]]) -> Market:
+    """Build ``{pack id: {version: skill names}}`` as signed archives under ``base/market``
+    and write their index (``pack index build``)."""
+    key = make_key(base / "keys", "market")
+    signing = load_signing_key(key.private)
+    folder = base / "market"
+    folder.mkdir(parents=True)
+    for pack_id, versions in releases.items():
+        for version, skills in versions.items():
+            source = write_pack(
+                base / "sources" / pack_id / version, pack_id, version, skills=skills
+            )
+            sign_path(build_archive(source, folder).path, signing)
+    index = build_index(folder, Limits())
+    trusted = base / "trusted.keys"
+    trusted.write_text(
+        key.public.read_text() + (EXAMPLE_PACKS / "TEST-KEY-DO-NOT-USE.pub").read_text()
+    )
+    return Market(folder, index, key, trusted)

@@ -13,9 +13,9 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ongrid_skills.doors.pack_changes import upload_limit
 from ongrid_skills.doors.rest import build_rest_app
 from ongrid_skills.doors.rest.auth import Authenticator
-from ongrid_skills.doors.rest.pack_routes import upload_limit
 from ongrid_skills.doors.web import build_web_app
 from ongrid_skills.execution.runner import Runner
 from ongrid_skills.runtime import open_manager, reload_triggers

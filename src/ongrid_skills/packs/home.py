@@ -44,8 +44,11 @@ READ_ONLY_DIR = 0o555
 class PackHome:
     """The ``packs/`` folder of one data dir."""
 
-    def __init__(self, data_dir: str) -> None:
+    def __init__(self, data_dir: str, lock_wait: float = LOCK_WAIT_SECONDS) -> None:
+        """``lock_wait``: how long :meth:`lock` waits by default (a command line waits long;
+        an HTTP request should not hold a connection that long)."""
         self.data_dir = os.path.abspath(data_dir)
+        self.lock_wait = lock_wait
         self.root = Path(self.data_dir) / PACKS_DIR
         self.active_dir = self.root / ACTIVE_DIR
         self.staging_dir = self.root / STAGING_DIR
@@ -90,15 +93,16 @@ class PackHome:
 
     # ---- the lock ------------------------------------------------------------------------
     @contextlib.contextmanager
-    def lock(self, wait: float = LOCK_WAIT_SECONDS) -> Iterator[None]:
-        """Hold the packs lock; Conflict when another change holds it for longer than ``wait``.
+    def lock(self, wait: float | None = None) -> Iterator[None]:
+        """Hold the packs lock; Conflict when another change holds it for longer than ``wait``
+        seconds (default: this home's ``lock_wait``).
 
         An ``flock``: released by the kernel when the holder dies, however it dies.
         """
         self.ensure()
         fd = os.open(self.root / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
-            deadline = time.monotonic() + wait
+            deadline = time.monotonic() + (self.lock_wait if wait is None else wait)
             while True:
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -157,10 +157,11 @@ class Packs:
         """The merged indexes (read anew at each call: they are small and may change)."""
         return load_catalog(self.indexes, self.policy.fetch)
 
-    def available(self, text: str = "") -> dict[str, Any]:
+    def available(self, text: str = "", catalog: Catalog | None = None) -> dict[str, Any]:
         """What the indexes offer whose id or description holds ``text``, with the version
-        installed here; ``problems`` names the indexes that could not be read."""
-        catalog = self.catalog()
+        installed here; ``problems`` names the indexes that could not be read. ``catalog``:
+        one already read (a page shows both this and :meth:`outdated` from one reading)."""
+        catalog = catalog or self.catalog()
         active = self.home.active()
         items = []
         for pack in catalog.search(text):
@@ -169,9 +170,9 @@ class Packs:
             items.append(item)
         return {"items": items, "problems": catalog.problems}
 
-    def outdated(self) -> dict[str, Any]:
+    def outdated(self, catalog: Catalog | None = None) -> dict[str, Any]:
         """Installed packs an index offers a newer version of."""
-        catalog = self.catalog()
+        catalog = catalog or self.catalog()
         items = []
         for pack_id, version in self.home.active().items():
             pack = catalog.packs.get(pack_id)

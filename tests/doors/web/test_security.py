@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from fastapi.routing import APIRoute
 
-from ongrid_skills.doors.web.forms import checked_form
+from ongrid_skills.doors.web.forms import checked_form, checked_upload
 from ongrid_skills.doors.web.security import CSP, cross_site_problem, csrf_token
 from tests.support.browser import Console
 
@@ -178,7 +178,8 @@ def all_routes(routes: list[Any]) -> Iterator[Any]:
 
 def test_every_route_that_changes_state_checks_the_csrf_form(console: Console) -> None:
     """The rule of forms.py, held for every route a page family adds: an unsafe method means
-    the CheckedForm dependency (only the login form, without a session yet, has its own)."""
+    the CheckedForm dependency, or CheckedUpload for a form with files (only the login form,
+    without a session yet, has its own)."""
     unsafe = []
     for route in all_routes(console.web.routes):
         methods = set(getattr(route, "methods", None) or ()) - {"GET", "HEAD", "OPTIONS"}
@@ -187,5 +188,6 @@ def test_every_route_that_changes_state_checks_the_csrf_form(console: Console) -
         assert isinstance(route, APIRoute), f"{route.path}: a state change needs an APIRoute"
         unsafe.append(route.path)
         if route.path != "/login":
-            assert checked_form in dependency_calls(route.dependant), route.path
-    assert {"/login", "/logout", "/reload"} <= set(unsafe)
+            checks = {checked_form, checked_upload} & set(dependency_calls(route.dependant))
+            assert len(checks) == 1, route.path
+    assert {"/login", "/logout", "/reload", "/packs/upload"} <= set(unsafe)

@@ -32,7 +32,7 @@ def build_rest_app(lifespan: Lifespan, *, upload_limit: int = errors.MAX_BODY_BY
     """The FastAPI app of ``/v1``: the lifespan must set ``app.state.manager`` and
     ``app.state.auth`` (an :class:`~ongrid_skills.doors.rest.auth.Authenticator`);
     ``upload_limit`` is the largest pack upload (``POST /v1/packs``; see
-    :func:`~ongrid_skills.doors.rest.pack_routes.upload_limit`)."""
+    :func:`~ongrid_skills.doors.pack_changes.upload_limit`)."""
     app = FastAPI(
         title="ongrid-skills",
         version=_version(),

@@ -10,15 +10,14 @@
 A change answers once the registry holds it (the reload is audited as the caller, and MCP
 clients get ``list_changed``). Work that blocks (fetching, unpacking, the store) runs in a
 worker thread. Routes translate HTTP only: the work is
-:class:`ongrid_skills.packs.service.Packs`, errors are mapped in ``errors.py``.
+:class:`ongrid_skills.packs.service.Packs`, the upload and the reload after a change are
+:mod:`ongrid_skills.doors.pack_changes` (shared with the console's packs page), errors are
+mapped in ``errors.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
-import shutil
-from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -27,30 +26,19 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 from starlette.datastructures import UploadFile
 
 from ongrid_skills import strict_json
+from ongrid_skills.doors.pack_changes import ACTIVATING, install_upload, packs_of, settle
 from ongrid_skills.doors.rest.auth import request_principal
 from ongrid_skills.doors.rest.errors import responses
 from ongrid_skills.errors import InvalidRequest
 from ongrid_skills.governance.gate import require_role
 from ongrid_skills.governance.principal import Principal
 from ongrid_skills.manager import Manager
-from ongrid_skills.packs.files import Limits
 from ongrid_skills.packs.install import Outcome
 from ongrid_skills.packs.service import Packs
-from ongrid_skills.packs.unpack import stream_cap
-from ongrid_skills.runtime import open_packs, sync_packs
-from ongrid_skills.settings import Settings
 from ongrid_skills.types import Role
 
 router = APIRouter()
 PACKS_PATH = "/v1/packs"
-#: Room for the multipart envelope and a signature file beside the archive itself.
-UPLOAD_OVERHEAD = 1024 * 1024
-_SAFE_NAME = re.compile(r"[^A-Za-z0-9._+-]")
-
-
-def upload_limit(settings: Settings) -> int:
-    """The largest ``POST /v1/packs`` body: the largest archive unpacking accepts, plus room."""
-    return stream_cap(Limits.from_settings(settings)) + UPLOAD_OVERHEAD
 
 
 async def admin_packs(
@@ -59,8 +47,7 @@ async def admin_packs(
     """The caller (an admin, else 403), the manager, and the packs of its data dir."""
     require_role(caller, Role.ADMIN)
     manager: Manager = request.app.state.manager
-    packs = open_packs(manager.settings, manager.store, lambda: manager.registry)
-    return caller, manager, packs
+    return caller, manager, packs_of(manager)
 
 
 Admin = Annotated[tuple[Principal, Manager, Packs], Depends(admin_packs)]
@@ -118,9 +105,8 @@ _CHANGED: dict[int | str, dict[str, Any]] = {
 
 async def _changed(manager: Manager, caller: Principal, outcome: Outcome) -> JSONResponse:
     """Answer a change once the registry holds it."""
-    if outcome.action != "unchanged":
-        await sync_packs(manager, caller.name)
-    status = 201 if outcome.action in ("install", "upgrade", "downgrade") else 200
+    await settle(manager, caller.name, outcome)
+    status = 201 if outcome.action in ACTIVATING else 200
     return JSONResponse(outcome.to_dict(), status_code=status)
 
 
@@ -192,31 +178,11 @@ async def _upload(request: Request, caller: Principal, packs: Packs) -> Outcome:
         flag = form.get("allow_unsigned", "false")
         if flag not in ("true", "false"):
             raise InvalidRequest("allow_unsigned must be true or false")
-        shown = _SAFE_NAME.sub("_", Path(upload.filename or "upload.tar.gz").name)[:200]
-        with packs.work() as work:
-            archive = work / "upload"
-            await asyncio.to_thread(_save, upload, archive)
-            sig_path = None
-            if signature is not None:
-                sig_path = work / "upload.sig"
-                await asyncio.to_thread(_save, signature, sig_path)
-            return await asyncio.to_thread(
-                packs.install_file,
-                archive,
-                caller.name,
-                work,
-                shown=shown,
-                signature=sig_path,
-                allow_unsigned=flag == "true",
-            )
+        return await install_upload(
+            packs, caller.name, upload, signature, allow_unsigned=flag == "true"
+        )
     finally:
         await form.close()
-
-
-def _save(upload: UploadFile, target: Path) -> None:
-    upload.file.seek(0)
-    with open(target, "xb") as out:
-        shutil.copyfileobj(upload.file, out, 1024 * 1024)
 
 
 @router.delete(f"{PACKS_PATH}/{{pack_id}}", responses=responses(403, 404, 409))

@@ -20,6 +20,7 @@ from ongrid_skills.doors.web import (
     hosts,
     live,
     login,
+    packs,
     pages,
     personas,
     run,
@@ -55,4 +56,5 @@ def build_web_app(settings: Settings) -> FastAPI:
     app.include_router(agent_runs.router)
     app.include_router(run.router)
     app.include_router(execution_page.router)
+    app.include_router(packs.router)
     return app

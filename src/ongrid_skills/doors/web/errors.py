@@ -37,8 +37,11 @@ TITLES = {
 }
 
 
-def error_page(request: Request, status: int, message: str) -> Response:
-    """The error page: its status, a title and the message (escaped by the template)."""
+def error_page(
+    request: Request, status: int, message: str, error_code: str | None = None
+) -> Response:
+    """The error page: its status, a title, the message (escaped by the template) and, for a
+    typed error, its stable code (the REST API's ``error.code``)."""
     return render(
         request,
         "error.html",
@@ -46,6 +49,7 @@ def error_page(request: Request, status: int, message: str) -> Response:
         title=TITLES.get(status, "Error"),
         message=message,
         code=status,
+        error_code=error_code,
     )
 
 
@@ -74,7 +78,7 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(SkillError)
     async def skill_error(request: Request, exc: SkillError) -> Response:
-        return error_page(request, STATUS_BY_CODE.get(exc.code, 400), exc.message)
+        return error_page(request, STATUS_BY_CODE.get(exc.code, 400), exc.message, exc.code)
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> Response:

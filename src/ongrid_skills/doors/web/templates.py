@@ -20,17 +20,26 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
 from ongrid_skills.execution.records import iso
+from ongrid_skills.governance.gate import has_role
+from ongrid_skills.governance.principal import Principal
+from ongrid_skills.types import Role
 
 TEMPLATES_DIR = Path(__file__).with_name("templates")
 
 
 @dataclass(frozen=True, slots=True)
 class NavItem:
-    """One entry of the main navigation; ``section`` is what a page passes to be current."""
+    """One entry of the main navigation; ``section`` is what a page passes to be current.
+    ``role``: the least role its page serves (the gate's rule of its REST routes); the entry
+    is left out for the others, whom the page refuses anyway."""
 
     section: str
     label: str
     href: str
+    role: Role = Role.VIEWER
+
+    def shown_to(self, principal: Principal) -> bool:
+        return has_role(principal, self.role)
 
 
 #: The main navigation, in order. A new page family adds its entry here.
@@ -42,6 +51,7 @@ NAV: tuple[NavItem, ...] = (
     NavItem("audit", "Audit", "/audit"),
     NavItem("personas", "Personas", "/personas"),
     NavItem("agent", "Agent runs", "/agent/runs"),
+    NavItem("packs", "Packs", "/packs", Role.ADMIN),
 )
 
 
