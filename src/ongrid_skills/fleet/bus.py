@@ -58,6 +58,8 @@ RECONNECT_WAIT_SECONDS = 1
 ERROR_REPEAT_SECONDS = 30.0
 #: Attempts at a manager's first connection before it refuses to start.
 MANAGER_FIRST_ATTEMPTS = 5
+#: The shortest ping interval (a loaded server must not look dead): see :func:`connect`.
+MIN_PING_SECONDS = 1.0
 
 
 def host_id_problem(host: str) -> str | None:
@@ -160,11 +162,16 @@ async def connect(
     disconnected: Callback | None = None,
     reconnected: Callback | None = None,
     first_attempts: int = -1,
+    ttl: float | None = None,
 ) -> Client:
     """A connection that, once made, reconnects forever (the callbacks hear about outages).
 
     ``first_attempts`` bounds the attempts at the first connection (a manager refuses to start
-    without its bus; -1: a worker waits for it, as for any later outage)."""
+    without its bus; -1: a worker waits for it, as for any later outage). ``ttl``, the fleet's
+    heartbeat TTL, sets how often the client pings the server: a link that died silently (a
+    partition drops packets, nobody resets the connection) is then noticed after three pings
+    unanswered, every sixth of the TTL (at least every second): half the TTL, not nats-py's
+    default of minutes."""
     last: dict[str, float] = {}
 
     async def error(exc: Exception) -> None:
@@ -176,6 +183,9 @@ async def connect(
 
     options = connect_options(settings, name)
     options["max_reconnect_attempts"] = first_attempts
+    if ttl is not None:
+        options["ping_interval"] = max(ttl / 6, MIN_PING_SECONDS)
+        options["max_outstanding_pings"] = 2
     try:
         client = await nats.connect(
             **options,

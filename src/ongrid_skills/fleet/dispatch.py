@@ -114,6 +114,7 @@ class Fleet:
             disconnected=self._disconnected,
             reconnected=self._reconnected,
             first_attempts=bus.MANAGER_FIRST_ATTEMPTS,
+            ttl=self.ttl,
         )
         self.connected = True
         self._js = self._nc.jetstream()

@@ -104,6 +104,7 @@ class Worker:
             f"ongrid-skills worker {self.host}",
             disconnected=self._disconnected,
             reconnected=self._reconnected,
+            ttl=self.ttl,
         )
         js = nc.jetstream()
         self._kv = await bus.ensure(js, self.names, self.ttl)
