@@ -98,7 +98,14 @@ def signed_archive(world: World, folder: Path) -> Path:
 
 
 def test_an_installed_pack_is_active_read_only_recorded_audited_and_loaded(world: World) -> None:
-    folder = write_pack(world.base / "src", "ops", "1.0.0", skills=("probe",), personas=("oncall",))
+    folder = write_pack(
+        world.base / "src",
+        "ops",
+        "1.0.0",
+        skills=("probe",),
+        native=("howto",),
+        personas=("oncall",),
+    )
     archive = signed_archive(world, folder)
 
     outcome = world.install(archive, remote=True)
@@ -118,7 +125,7 @@ def test_an_installed_pack_is_active_read_only_recorded_audited_and_loaded(world
         "trusted",
     )
     assert row.signer == load_signing_key(world.key.private).fingerprint
-    assert row.skills == ("probe",) and row.personas == ("oncall",)
+    assert row.skills == ("howto", "probe") and row.personas == ("oncall",)
     (entry,) = world.audit("pack.install")
     assert entry["actor"] == "cli:ada" and entry["subject"] == "ops"
     assert entry["data"]["version"] == "1.0.0"
@@ -128,6 +135,10 @@ def test_an_installed_pack_is_active_read_only_recorded_audited_and_loaded(world
     assert {"configured", "probe"} <= set(registry.skills)
     assert "oncall" in registry.personas
     assert registry.skills["probe"].origin.startswith(str(installed))
+    # Where each skill came from, as SPEC §9 names it (REST, the console's source filter).
+    assert registry.skills["probe"].source == "pack:ops"
+    assert registry.skills["howto"].source == "pack:ops"
+    assert registry.skills["configured"].source == "external"
     assert list(world.home.staging_dir.iterdir()) == []
 
 

@@ -255,10 +255,13 @@ def build_registry(
         list(native_dirs), skills, report, sink, config=config, default_timeout=default_timeout
     )
     load_external(list(external_dirs), skills, report, sink, default_timeout=default_timeout)
-    if packs:
+    for root in packs:  # packs/<id>/<version>: its skills say which pack they came from
+        source = f"pack:{os.path.basename(os.path.dirname(root))}"
         timeout = default_timeout
-        load_native(list(packs), skills, report, sink, config=config, default_timeout=timeout)
-        load_external(list(packs), skills, report, sink, default_timeout=default_timeout)
+        load_native(
+            [root], skills, report, sink, config=config, source=source, default_timeout=timeout
+        )
+        load_external([root], skills, report, sink, source, default_timeout=timeout)
     personas: dict[str, Persona] = {DEFAULT_PERSONA.name: DEFAULT_PERSONA}
     agents = [os.path.join(root, "agents") for root in packs]
     load_personas([*persona_dirs, *(a for a in agents if os.path.isdir(a))], personas, report, sink)

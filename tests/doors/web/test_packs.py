@@ -310,6 +310,13 @@ def test_an_unsigned_upload_installs_when_allowed_with_a_warning_and_leaves_on_r
     assert installed(console) == {"loose": "1.0.0"}
     catalogue = console.rest("GET", "/v1/skills").json()["items"]
     assert "loose_one" in {s["name"] for s in catalogue}  # at once: no wait for the watcher
+    assert {s["source"] for s in catalogue if s["name"] == "loose_one"} == {"pack:loose"}
+    page = admin.get("/packs")
+    assert 'href="/skills?source=pack%3Aloose"' in page.text
+    filtered = admin.get("/skills", params={"source": "pack:loose"})
+    assert 'href="/skills/loose_one"' in filtered.text
+    others = [s["name"] for s in catalogue if s["source"] != "pack:loose"]
+    assert others and not any(f'href="/skills/{name}"' in filtered.text for name in others)
 
     asked = admin.post("/packs/loose/remove", data={"csrf": token})  # no confirmation yet
     assert asked.status_code == 200 and "Remove loose?" in asked.text
