@@ -7,12 +7,15 @@ import threading
 from contextlib import closing
 from pathlib import Path
 
+import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.migration import MigrationContext
 from sqlalchemy import create_engine, text
+from sqlalchemy.exc import IntegrityError
 
+from ongrid_skills.execution.records import Execution
 from ongrid_skills.store import connection, open_store
 from ongrid_skills.store.connection import MIGRATIONS
 from ongrid_skills.store.models import Base
@@ -222,3 +225,24 @@ def test_a_store_at_0003_is_upgraded_to_replica_leases_keeping_its_rows(
     assert version == "0006"
     assert tuple(row) == ("running", None)
     assert leases == 0
+
+
+def test_a_driver_error_on_the_hot_statements_is_sqlalchemys_error_and_rolls_back(
+    tmp_path: Path, database_url: str | None
+) -> None:
+    store = open_store(str(tmp_path / "data"), database_url)
+    try:
+        execution = Execution(skill="s", args={}, requested_by="olga")
+        with store.tx() as conn:
+            store.executions.insert(conn, execution)
+        entries = len(store.audit.entries(limit=1000))
+        with pytest.raises(IntegrityError), store.tx() as conn:
+            store.audit.append(conn, "olga", "execution.started", execution.id)
+            store.executions.insert(conn, execution)  # the same id again
+        assert len(store.audit.entries(limit=1000)) == entries  # the entry rolled back with it
+        assert store.audit.verify().ok
+        with store.tx() as conn:  # the kept writer connection still works
+            store.audit.append(conn, "olga", "after")
+        assert store.audit.verify().ok
+    finally:
+        store.close()

@@ -84,7 +84,7 @@ class AuditLog:
         first (SQLite ``BEGIN IMMEDIATE``, PostgreSQL ``SELECT … FOR UPDATE`` of the head row).
         """
         raw = self.db.raw
-        row = raw.run(conn, self._head_sql, (HEAD_KEY,)).first()
+        row = raw.one(conn, self._head_sql, (HEAD_KEY,))
         head = decode_head(row[0]) if row is not None else None
         if head is not None:
             prev_seq, prev = int(head["seq"]), str(head["hash"])

@@ -22,7 +22,7 @@ from typing import Any
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import Connection, Engine, create_engine, event
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DBAPIError, OperationalError
 
 from ongrid_skills.errors import StorageFull
 from ongrid_skills.paths import register_store_file
@@ -203,5 +203,12 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
 
 
 def _begin(conn: Connection) -> None:
-    """Writers start with BEGIN IMMEDIATE: two processes never both read the same audit head."""
-    conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.info.get("immediate") else "BEGIN")
+    """Writers start with BEGIN IMMEDIATE: two processes never both read the same audit head.
+    Sent on the driver's connection, as the hot statements are (see rawsql)."""
+    sql = "BEGIN IMMEDIATE" if conn.info.get("immediate") else "BEGIN"
+    try:
+        conn.connection.dbapi_connection.execute(sql)  # type: ignore[union-attr]
+    except conn.dialect.loaded_dbapi.Error as exc:
+        raise DBAPIError.instance(
+            sql, (), exc, conn.dialect.loaded_dbapi.Error, dialect=conn.dialect
+        ) from exc

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import Connection, Engine
+from sqlalchemy.exc import DBAPIError, StatementError
 
 
 def dumps(value: Any) -> str | None:
@@ -39,16 +40,42 @@ class RawSQL:
     def __init__(self, engine: Engine) -> None:
         style = engine.dialect.paramstyle
         self.mark = "?" if style == "qmark" else "%s"
+        self.direct = engine.dialect.name == "sqlite"
+        self.dialect = engine.dialect
         # SQLite has no FOR UPDATE; its writers hold the database lock from BEGIN IMMEDIATE on.
-        self.for_update = "" if engine.dialect.name == "sqlite" else " FOR UPDATE"
+        self.for_update = "" if self.direct else " FOR UPDATE"
 
     def run(self, conn: Connection, sql: str, params: tuple[Any, ...]) -> Any:
-        """Execute one statement with positional parameters; return the driver's result."""
-        return conn.exec_driver_sql(sql, params)
+        """Execute one statement with positional parameters; return the driver's result (it
+        has ``rowcount`` and ``fetchone()``)."""
+        if not self.direct:
+            return conn.exec_driver_sql(sql, params)
+        try:
+            return conn.connection.dbapi_connection.execute(sql, params)  # type: ignore[union-attr]
+        except self.dialect.loaded_dbapi.Error as exc:
+            raise self._wrapped(sql, params, exc) from exc
 
     def run_many(self, conn: Connection, sql: str, rows: list[tuple[Any, ...]]) -> None:
         """Execute one statement once per row (the driver's executemany)."""
-        conn.exec_driver_sql(sql, rows)
+        if not self.direct:
+            conn.exec_driver_sql(sql, rows)
+            return
+        try:
+            conn.connection.dbapi_connection.executemany(sql, rows)  # type: ignore[union-attr]
+        except self.dialect.loaded_dbapi.Error as exc:
+            raise self._wrapped(sql, rows, exc) from exc
+
+    def one(self, conn: Connection, sql: str, params: tuple[Any, ...]) -> Any:
+        """The first row of a query (a sequence of its columns), or None."""
+        if not self.direct:
+            return conn.exec_driver_sql(sql, params).first()
+        return self.run(conn, sql, params).fetchone()
+
+    def _wrapped(self, sql: str, params: Any, exc: Exception) -> StatementError:
+        """The SQLAlchemy error (``OperationalError``, ``IntegrityError``…) for a driver error."""
+        return DBAPIError.instance(
+            sql, params, exc, self.dialect.loaded_dbapi.Error, dialect=self.dialect
+        )
 
     def insert_sql(self, table: str, columns: Sequence[str]) -> str:
         _ident(table, *columns)

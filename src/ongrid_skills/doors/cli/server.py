@@ -28,8 +28,9 @@ if TYPE_CHECKING:
 # The server stack (FastAPI, uvicorn, SQLAlchemy, httpx) is imported by the commands that use
 # it, not at start-up: `ongrid-skills list` and `run` stay fast.
 #: Largest request head (request line + headers) the server reads; beyond it uvicorn answers 400.
-#: uvicorn's httptools parser has no such bound (a client could send megabytes of headers), so
-#: serve uses its h11 parser, whose bound is ``h11_max_incomplete_event_size``.
+#: uvicorn's httptools parser has no such bound of its own (a client could send megabytes of
+#: headers): serve's protocol (serving.BoundedHttpTools) applies this one, given to uvicorn as
+#: ``h11_max_incomplete_event_size``, the name of the same bound for its h11 parser.
 MAX_REQUEST_HEAD_BYTES = 64 * 1024
 
 
@@ -58,7 +59,7 @@ def serve(ctx: click.Context, host: str, port: int, watch: bool, access_log: boo
     import uvicorn  # noqa: PLC0415 - lazy: see above
 
     from ongrid_skills.doors.asgi import create_app  # noqa: PLC0415
-    from ongrid_skills.doors.cli.serving import GracefulServer  # noqa: PLC0415
+    from ongrid_skills.doors.cli.serving import BoundedHttpTools, GracefulServer  # noqa: PLC0415
     from ongrid_skills.runtime import bootstrap_admin_token  # noqa: PLC0415
 
     settings = ctx.obj.settings()
@@ -81,7 +82,7 @@ def serve(ctx: click.Context, host: str, port: int, watch: bool, access_log: boo
         app,
         log_level="warning",
         access_log=access_log,
-        http="h11",
+        http=BoundedHttpTools,
         h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES,
     )
     server = GracefulServer(config)

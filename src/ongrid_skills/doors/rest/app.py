@@ -19,6 +19,7 @@ from ongrid_skills.doors.rest import errors
 from ongrid_skills.doors.rest.agent_routes import router as agent_router
 from ongrid_skills.doors.rest.approval_events import router as approval_events_router
 from ongrid_skills.doors.rest.auth import AuthGate
+from ongrid_skills.doors.rest.execute_path import ExecuteFastPath
 from ongrid_skills.doors.rest.hosts import router as hosts_router
 from ongrid_skills.doors.rest.json_bodies import RefuseDuplicateKeys
 from ongrid_skills.doors.rest.pack_routes import PACKS_PATH
@@ -44,6 +45,7 @@ def build_rest_app(lifespan: Lifespan, *, upload_limit: int = errors.MAX_BODY_BY
     app.openapi = _as_answered(app)  # type: ignore[method-assign]
     # Added first, so innermost: bodies are checked only for callers the gate let in.
     app.add_middleware(RefuseDuplicateKeys)
+    app.add_middleware(ExecuteFastPath)  # the execute route's well-formed calls, answered here
     app.add_middleware(AuthGate)
     app.add_middleware(errors.BodyLimit, uploads={PACKS_PATH: upload_limit})
     app.include_router(approval_events_router)  # before /v1/approvals/{approval_id}

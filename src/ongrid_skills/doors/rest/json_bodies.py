@@ -26,14 +26,14 @@ class RefuseDuplicateKeys:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] not in _WITH_BODY or not _json(scope):
+        if scope["type"] != "http" or scope["method"] not in _WITH_BODY or not is_json(scope):
             await self.app(scope, receive, send)
             return
         chunks: list[bytes] = []
         while True:
             message = await receive()
             if message["type"] != "http.request":  # the client left: nothing to check
-                await self.app(scope, _replay(b"".join(chunks), receive, message), send)
+                await self.app(scope, replay(b"".join(chunks), receive, message), send)
                 return
             chunks.append(message.get("body", b""))
             if not message.get("more_body", False):
@@ -44,10 +44,10 @@ class RefuseDuplicateKeys:
             if problem is not None:
                 await _refuse(send, problem)
                 return
-        await self.app(scope, _replay(body, receive), send)
+        await self.app(scope, replay(body, receive), send)
 
 
-def _json(scope: Scope) -> bool:
+def is_json(scope: Scope) -> bool:
     """A body FastAPI would parse as JSON: no content type, ``application/json`` or ``+json``."""
     for name, value in scope.get("headers", ()):
         if name == b"content-type":
@@ -68,7 +68,7 @@ def _duplicate(body: bytes) -> DuplicateKey | None:
     return None
 
 
-def _replay(body: bytes, receive: Receive, pending: Message | None = None) -> Receive:
+def replay(body: bytes, receive: Receive, pending: Message | None = None) -> Receive:
     """A ``receive`` that gives the buffered body once, then whatever the client sends next."""
     sent = False
 
