@@ -23,7 +23,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ongrid_skills.doors.rest.bodies import ExecuteBody
 from ongrid_skills.doors.rest.errors import error_response
-from ongrid_skills.doors.rest.json_bodies import replay
+from ongrid_skills.doors.rest.json_bodies import read_body, replay
 from ongrid_skills.errors import SkillError
 from ongrid_skills.execution.records import Execution
 from ongrid_skills.governance.principal import Principal
@@ -51,16 +51,10 @@ class ExecuteFastPath:
         if found is None or not isinstance(principal, Principal):
             await self.app(scope, receive, send)
             return
-        chunks: list[bytes] = []
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":  # the client left: the door answers that
-                await self.app(scope, replay(b"".join(chunks), receive, message), send)
-                return
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body", False):
-                break
-        body = b"".join(chunks)
+        body, early = await read_body(receive)
+        if early is not None:  # the client left: the door answers that
+            await self.app(scope, replay(body, receive, early), send)
+            return
         parsed = _parse(body)
         if parsed is None:
             await self.app(scope, replay(body, receive), send)

@@ -29,16 +29,10 @@ class RefuseDuplicateKeys:
         if scope["type"] != "http" or scope["method"] not in _WITH_BODY or not is_json(scope):
             await self.app(scope, receive, send)
             return
-        chunks: list[bytes] = []
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":  # the client left: nothing to check
-                await self.app(scope, replay(b"".join(chunks), receive, message), send)
-                return
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body", False):
-                break
-        body = b"".join(chunks)
+        body, early = await read_body(receive)
+        if early is not None:  # the client left: nothing to check
+            await self.app(scope, replay(body, receive, early), send)
+            return
         if body:
             problem = _duplicate(body)
             if problem is not None:
@@ -66,6 +60,19 @@ def _duplicate(body: bytes) -> DuplicateKey | None:
     except (ValueError, RecursionError):  # not JSON: the route answers that itself
         return None
     return None
+
+
+async def read_body(receive: Receive) -> tuple[bytes, Message | None]:
+    """The request body, whole; and the message that ended it early (the client left), if
+    any: :func:`replay` gives both back to the app, which answers that as it does."""
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return b"".join(chunks), message
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks), None
 
 
 def replay(body: bytes, receive: Receive, pending: Message | None = None) -> Receive:
