@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-import json
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -32,6 +30,7 @@ from ongrid_skills.errors import (
     SkillError,
     StorageFull,
 )
+from ongrid_skills.execution.digests import args_digest
 from ongrid_skills.execution.pipeline import check_runnable, check_transportable, run_skill
 from ongrid_skills.execution.records import ErrorInfo, Event, EventSink, Execution, Status
 from ongrid_skills.execution.runner import Runner, SubprocessRunner
@@ -58,11 +57,6 @@ def request_digest(name: str, args: Any, persona: str | None) -> str:
     """What an Idempotency-Key is bound to (besides its principal): the skill, the exact args
     and the persona. A key reused with any of them different is a conflict, never a replay."""
     return args_digest({"skill": name, "args": args, "persona": persona})
-
-
-def args_digest(args: Any) -> str:
-    raw = json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(raw.encode()).hexdigest()
 
 
 class Manager:

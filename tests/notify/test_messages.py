@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
+from ongrid_skills.execution.digests import args_digest
 from ongrid_skills.notify.events import KINDS, ApprovalEvent
-from ongrid_skills.notify.messages import PREVIEW_CHARS, args_digest, message
+from ongrid_skills.notify.messages import PREVIEW_CHARS, message
 from ongrid_skills.store.approvals import Approval, Signature
 
 PUBLIC = "https://ops.example.org/console"

@@ -15,13 +15,13 @@ send anything.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import urllib.parse
 from datetime import UTC, datetime
 from typing import Any
 
 from ongrid_skills.builtins.redact import redact
+from ongrid_skills.execution.digests import args_digest
 from ongrid_skills.notify.events import ApprovalEvent
 
 #: At most this many characters of the args preview and of a comment or reason.
@@ -85,12 +85,6 @@ def args_preview(args: Any) -> str:
     """Compact JSON of the args, secret-looking values masked, cut to PREVIEW_CHARS."""
     text = json.dumps(args, ensure_ascii=False, separators=(",", ":"), default=str)
     return _cut(redact(text), PREVIEW_CHARS)
-
-
-def args_digest(args: Any) -> str:
-    """SHA-256 of the canonical JSON of the args (sorted keys), as the manager computes it."""
-    raw = json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(raw.encode()).hexdigest()
 
 
 def _cut(text: str, limit: int) -> str:

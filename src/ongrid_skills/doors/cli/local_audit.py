@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 def args_sha256(args: Any) -> str:
     """The digest recorded instead of the args (the same canonical form as the manager's)."""
-    from ongrid_skills.manager import args_digest  # noqa: PLC0415 - the manager brings the store
+    from ongrid_skills.execution.digests import args_digest  # noqa: PLC0415 - kept off start-up
 
     return args_digest(args)
 

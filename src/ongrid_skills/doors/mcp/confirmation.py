@@ -32,9 +32,10 @@ from ongrid_skills.doors.mcp.follow import follow
 from ongrid_skills.doors.mcp.results import error_result, execution_result, unknown_tool
 from ongrid_skills.doors.mcp.session import Ctx
 from ongrid_skills.errors import SkillError, UnknownSkill
+from ongrid_skills.execution.digests import args_digest
 from ongrid_skills.execution.records import Execution, Status
 from ongrid_skills.governance.principal import Principal
-from ongrid_skills.manager import Manager, args_digest
+from ongrid_skills.manager import Manager
 from ongrid_skills.skills.model import Skill
 
 LOG = logging.getLogger("ongrid_skills.mcp")
