@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
 import json
 import os
 import shutil
@@ -99,11 +100,16 @@ def serve_ours_without_store() -> int:
     def no_transaction(_store: Any) -> Iterator[None]:
         yield None
 
+    def settled(*_args: Any, **_kwargs: Any) -> concurrent.futures.Future[None]:
+        done: concurrent.futures.Future[None] = concurrent.futures.Future()
+        done.set_result(None)  # the manager waits for its outcome's commit: none here
+        return done
+
     for name in ("insert", "update", "add_events"):
         setattr(ExecutionRepo, name, nothing)
     AuditLog.append = nothing  # type: ignore[assignment,method-assign]
     Store.tx = no_transaction  # type: ignore[assignment,method-assign]
-    Store.defer = nothing  # type: ignore[assignment,method-assign]
+    Store.defer = settled  # type: ignore[assignment,method-assign]
     result = cli.main(["-q", "mcp"])
     return int(result or 0)
 
