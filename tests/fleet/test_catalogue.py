@@ -130,6 +130,19 @@ def test_a_plain_heartbeat_changes_nothing_offered(tmp_path: Path, clock: Clock)
     assert hosts.merge(local) is merged  # cached: no merge on a heartbeat
 
 
+def test_the_merged_catalogue_keeps_what_the_local_registry_was_loaded_with(
+    tmp_path: Path, clock: Clock
+) -> None:
+    hosts = Hosts(clock)
+    hosts.apply("a", entry("a", records(tmp_path)))
+    local = Registry({}, config={"region": "eu"}, pack_roots=("/data/packs/ops/1.0.0",))
+    merged = hosts.merge(local)
+    assert "clean_disk" in merged.skills
+    # The pack roots decide whether a pack change needs a reload: lost, it would reload always.
+    assert merged.pack_roots == local.pack_roots
+    assert merged.config == local.config and merged.personas == local.personas
+
+
 def test_a_restart_under_the_same_host_id_is_reported(tmp_path: Path, clock: Clock) -> None:
     hosts = Hosts(clock)
     same = records(tmp_path)

@@ -234,9 +234,7 @@ class Hosts:
                 continue
             skills[name] = skill
         previous = cached[2] if cached is not None else None
-        merged = Registry(
-            skills, local.personas, local.report, local.config, local.pack_roots, inherit=previous
-        )
+        merged = local.with_skills(skills, inherit=previous)
         self._merged = (local, self.version, merged)
         return merged
 

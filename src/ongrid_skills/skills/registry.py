@@ -81,6 +81,21 @@ class Registry:
         #: The folders of the installed packs this snapshot loaded (skills/packroots.py).
         self.pack_roots = pack_roots
 
+    def with_skills(
+        self, skills: Mapping[str, Skill], *, inherit: Registry | None = None
+    ) -> Registry:
+        """This snapshot with other ``skills``: its personas, report, config and pack roots kept
+        (the fleet's merged view of the local skills and the hosts'); ``inherit`` as for
+        the constructor."""
+        return Registry(
+            skills,
+            self._personas,
+            self.report,
+            self.config,
+            self.pack_roots,
+            inherit=inherit,
+        )
+
     def __len__(self) -> int:
         return len(self._skills)
 
