@@ -3,15 +3,20 @@
 A call watches three descriptors (stdout, stderr, its pidfd). Registering each with the event
 loop costs a handle, a selector key and asyncio's transport checks, twice (add and remove) per
 descriptor and call: on a 2-core machine that was a tenth of the runner's CPU per call. Here the
-calls of a runner register their descriptors in one ``epoll`` of their own (one C call each);
-the loop watches that epoll's single descriptor while any call is registered, and the epoll is
-closed as soon as none is, so no descriptor outlives the calls (an event loop may close at any
-time after its last call). The spawn helper adds a new call's descriptors to that epoll itself
-(:meth:`EpollPoller.fileno`, then :meth:`~EpollPoller.adopt`). Off Linux, :class:`LoopPoller`
-registers with the loop directly.
+calls of a runner register their descriptors in one ``epoll`` of their own (one C call each),
+and the loop watches that epoll's single descriptor. The spawn helper adds a new call's
+descriptors to that epoll itself (:meth:`EpollPoller.fileno`, then :meth:`~EpollPoller.adopt`).
+Off Linux, :class:`LoopPoller` registers with the loop directly.
 
-It must never call back for a descriptor that was removed, nor leave a reader with the loop
-once its last descriptor is gone. Descriptors must be removed before they are closed.
+The epoll stays open and watched between calls, until :meth:`~EpollPoller.close` (the runner
+closes it when its calls move to another loop). Making one per call, as an idle runner once
+did, cost 60-90 µs of every serial call's latency: the kernel's checks of an epoll added to
+another epoll, and its release on close (measured in ``bench/README.md``). So a runner holds one
+descriptor while its loop lives, and at most one more after that loop has closed, until its next
+call or until it is collected.
+
+It must never call back for a descriptor that was removed. Descriptors must be removed before
+they are closed.
 """
 
 from __future__ import annotations
@@ -30,8 +35,7 @@ class Poller(Protocol):
     loop: asyncio.AbstractEventLoop
 
     def fileno(self) -> int:
-        """The epoll a spawner may add descriptors to (watched by the loop from now on), or -1;
-        :meth:`release` it when none was added."""
+        """The epoll a spawner may add descriptors to (watched by the loop), or -1."""
         ...
 
     def add(self, fd: int, callback: Callback) -> None: ...
@@ -42,8 +46,8 @@ class Poller(Protocol):
 
     def remove(self, fd: int) -> None: ...
 
-    def release(self) -> None:
-        """Stop watching when no descriptor is left (after a :meth:`fileno` that added none)."""
+    def close(self) -> None:
+        """Stop watching; only once no descriptor is left (:attr:`idle`)."""
         ...
 
     @property
@@ -87,14 +91,12 @@ class EpollPoller:
         epoll = self.epoll
         assert epoll is not None
         epoll.unregister(fd)
-        if not self.callbacks:
-            self.release()
 
-    def release(self) -> None:
+    def close(self) -> None:
         epoll = self.epoll
         if epoll is not None and not self.callbacks:
             self.epoll = None
-            self.loop.remove_reader(epoll.fileno())
+            self.loop.remove_reader(epoll.fileno())  # nothing to do once the loop is closed
             epoll.close()
 
     def _ready(self) -> None:
@@ -135,8 +137,8 @@ class LoopPoller:
         if self.callbacks.pop(fd, None) is not None:
             self.loop.remove_reader(fd)
 
-    def release(self) -> None:
-        pass
+    def close(self) -> None:
+        pass  # each descriptor left the loop with its remove()
 
 
 def new_poller(loop: asyncio.AbstractEventLoop) -> Poller:

@@ -129,6 +129,8 @@ class SubprocessRunner:
         if poller is not None and poller.loop is loop:
             return poller
         if poller is None or poller.idle:
+            if poller is not None:
+                poller.close()  # of a loop this runner's calls have left (maybe closed)
             poller = self._poller = new_poller(loop)
             return poller
         return LoopPoller(loop)  # calls of this runner are running on another loop too
@@ -170,7 +172,6 @@ class SubprocessRunner:
             self.calls -= 1
             if reaper is not None:
                 reaper.call_ended(key)
-            poller.release()
             reason = exc.strerror or str(exc)
             return RunOutcome(
                 Status.FAILED,
@@ -181,7 +182,6 @@ class SubprocessRunner:
             self.calls -= 1
             if reaper is not None:
                 reaper.call_ended(key)
-            poller.release()
             raise
         pid = child.pid
         slot = record.add(pid) if record is not None else -1
