@@ -343,8 +343,9 @@ class Manager:
             committed = self._finish(execution, skill, timeline)
         # The caller gets its outcome once it is committed (shared with other calls' outcomes:
         # group commit), so what a client was told is what the store says after a crash.
-        with contextlib.suppress(asyncio.CancelledError):  # ended: a cancel has nothing to stop
-            await asyncio.shield(asyncio.wrap_future(committed))
+        if not committed.done():  # committed here already when the writer was idle
+            with contextlib.suppress(asyncio.CancelledError):  # a cancel has nothing to stop
+                await asyncio.shield(asyncio.wrap_future(committed))
 
     def _cancelled(
         self, execution: Execution, emit: Callable[[Event], object], reason: str

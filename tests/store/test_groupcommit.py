@@ -163,3 +163,79 @@ def test_dropped_and_parked_writes_settle_their_futures_so_no_caller_hangs(db: D
     db.flush()
     parked.result(timeout=5)
     assert db.group.pending == 1  # still queued for the retries
+
+
+def test_a_write_deferred_while_the_writer_is_idle_is_committed_before_defer_returns(
+    db: Database, tmp_path: Path
+) -> None:
+    # SQLite, no delay, nothing queued: committed in the caller's thread, no hand-off.
+    settled = db.defer(note(5))
+    assert settled.done()
+    assert committed_elsewhere(tmp_path / "data" / "ongrid.db") == [5]
+
+
+def test_writes_deferred_while_another_thread_writes_are_queued_and_committed_in_order(
+    db: Database, tmp_path: Path
+) -> None:
+    held, release = threading.Event(), threading.Event()
+
+    def writer() -> None:
+        with db.tx() as conn:  # another thread's transaction holds the database lock
+            conn.exec_driver_sql("INSERT INTO notes (n, tx) VALUES (0, 0)")
+            held.set()
+            release.wait(5)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    assert held.wait(5)
+    first, second = db.defer(note(1)), db.defer(note(2))
+    assert not first.done() and not second.done()  # queued for the writer thread
+    release.set()
+    thread.join(5)
+    second.result(timeout=5)
+    assert first.done()
+    assert committed_elsewhere(tmp_path / "data" / "ongrid.db") == [0, 1, 2]
+
+
+def test_a_write_that_finds_a_full_disk_inline_is_parked_for_the_writer_and_settled(
+    db: Database, tmp_path: Path
+) -> None:
+    full = threading.Event()
+    full.set()
+
+    def maybe_full(conn: Connection) -> None:
+        if full.is_set():
+            raise StorageFull("the data store's filesystem is full: nothing was written")
+        conn.exec_driver_sql("INSERT INTO notes (n, tx) VALUES (9, 0)")
+
+    parked = db.defer(maybe_full)
+    assert parked.done()  # nobody waits on a full disk
+    assert db.group.pending == 1
+    later = db.defer(note(10))  # queued behind it, not committed before it
+    assert not later.done()
+    full.clear()  # space again: the writer's retry (after 1 s) commits both, in order
+    later.result(timeout=10)
+    assert committed_elsewhere(tmp_path / "data" / "ongrid.db") == [9, 10]
+
+
+def test_a_write_failing_inline_is_dropped_alone_and_logged(
+    db: Database, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken(conn: Connection) -> None:
+        conn.exec_driver_sql("INSERT INTO no_such_table VALUES (1)")
+
+    assert db.defer(broken).done()
+    assert db.defer(note(11)).done()
+    assert committed_elsewhere(tmp_path / "data" / "ongrid.db") == [11]
+    assert "a deferred write failed and was dropped" in caplog.text
+
+
+def test_a_write_deferred_inside_a_transaction_waits_for_it_instead_of_nesting(
+    db: Database, tmp_path: Path
+) -> None:
+    with db.tx() as conn:
+        conn.exec_driver_sql("INSERT INTO notes (n, tx) VALUES (12, 0)")
+        settled = db.defer(note(13))
+        assert not settled.done()
+    settled.result(timeout=5)
+    assert committed_elsewhere(tmp_path / "data" / "ongrid.db") == [12, 13]

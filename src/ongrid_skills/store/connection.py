@@ -58,7 +58,12 @@ class Database:
             f"SELECT pg_advisory_xact_lock({WRITER_LOCK})" if self.dialect == "postgresql" else None
         )
         self._collected: dict[CommitHook, list[Any]] | None = None  # the open transaction's
-        self.group = GroupCommit(self.tx, self._write_lock)
+        self.group = GroupCommit(
+            self.tx,
+            self._write_lock,
+            inline=self.dialect == "sqlite",
+            tx_open=lambda: self._collected is not None,
+        )
 
     @contextmanager
     def tx(self) -> Iterator[Connection]:

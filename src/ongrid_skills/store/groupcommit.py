@@ -7,6 +7,13 @@ batch commits form the next, so a lone call pays one commit and 32 concurrent ca
 few, and the commit runs while the event loop waits for children (SQLite releases the GIL while
 it works) instead of in the loop.
 
+On SQLite (``inline``), a write that finds the writer idle — nothing queued, no batch
+committing, the database lock free — is committed at once in the caller's thread instead: a
+local commit takes about 0.2 ms, and handing it to the writer thread and waking the caller's
+event loop afterwards added about 0.15 ms to every call that ran alone. Batches still form
+whenever writes arrive while one commits. PostgreSQL always uses the writer (a commit there is
+a network round trip the event loop must not wait for).
+
 The caller waits for its write to be *settled* (the future :meth:`defer` returns) before it
 answers: an outcome a client was given is committed, so a manager killed right after answering
 never leaves the call ``running`` and then ``interrupted`` against what the client saw.
@@ -51,8 +58,12 @@ class GroupCommit:
         tx: Callable[[], AbstractContextManager[Connection]],
         lock: threading.RLock,
         delay: float = DELAY_SECONDS,
+        inline: bool = False,
+        tx_open: Callable[[], bool] = lambda: False,
     ) -> None:
         self._tx = tx
+        self.inline = inline
+        self._tx_open = tx_open  # whether a transaction is open (asked under the lock)
         self._lock = lock  # the database's writer lock: held while a batch commits
         self.delay = delay
         self._cond = threading.Condition()
@@ -69,20 +80,39 @@ class GroupCommit:
 
     def defer(self, write: Write) -> Future[None]:
         """Queue ``write`` (called with the connection of a write transaction, soon); the
-        future settles once it is committed, dropped after a failure, or parked on a full disk."""
+        future settles once it is committed, dropped after a failure, or parked on a full disk.
+
+        With ``inline`` set and no delay, a write that finds the writer idle (nothing queued,
+        no batch committing, the database lock free) is committed here, in the caller's
+        thread, and the future returned is settled already."""
         settled: Future[None] = Future()
+        if self._idle() and self._lock.acquire(blocking=False):
+            try:
+                if self._idle() and not self._tx_open():  # not nested in this thread's own
+                    self._commit_inline(write, settled)
+                    return settled
+            finally:
+                self._lock.release()
         with self._cond:
             if self._closed:
                 raise RuntimeError("the store is closed")
             self._queue.append((write, settled))
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name="ongrid-group-commit", daemon=True
-                )
-                self._thread.start()
+            self._start_writer()
             if len(self._queue) == 1:
                 self._cond.notify()
         return settled
+
+    def _idle(self) -> bool:
+        """Whether a write may be committed inline now (see :meth:`defer`)."""
+        return self.inline and self.delay <= 0 and not self._queue and self._committing is None
+
+    def _start_writer(self) -> None:
+        """Under ``_cond``: the writer thread, started on first use."""
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._run, name="ongrid-group-commit", daemon=True
+            )
+            self._thread.start()
 
     def flush(self) -> None:
         """Commit every queued write now, in this thread (a no-op inside a batch's own writes).
@@ -156,6 +186,23 @@ class GroupCommit:
             for _write, settled in batch:
                 if not settled.done():  # a requeued write's future settled already
                     settled.set_result(None)
+
+    def _commit_inline(self, write: Write, settled: Future[None]) -> None:
+        """Under the database lock, with nothing queued: commit ``write`` alone, now."""
+        self._committing = threading.get_ident()
+        try:
+            self._commit([write])
+        except StorageFull:  # parked for the writer's retries, in order: nothing is queued
+            self._requeue([(write, settled)])
+            with self._cond:
+                self._start_writer()
+                self._cond.notify()
+        except Exception:
+            LOG.exception("a deferred write failed and was dropped")
+        finally:
+            self._committing = None
+            if not settled.done():
+                settled.set_result(None)
 
     def _commit(self, batch: list[Write]) -> None:
         with self._tx() as conn:
