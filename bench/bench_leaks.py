@@ -127,6 +127,7 @@ async def _bench(tree: Tree, calls: int, concurrency: int, failing: int, timeout
     await run_many(sleep_spec, timeouts, "timed_out", concurrency)
     elapsed = time.perf_counter() - t0
     after = await _settle(before)
+    runner.close()  # as its owner (a manager, a worker) does when it stops
     return before, after, dict(statuses), elapsed
 
 
@@ -135,10 +136,13 @@ def run_bench(
 ) -> dict[str, Any]:
     binaries = build_c()
     with child_tree(binaries.child) as tree:
-        # Once per process, on the first spawn: the sentinel, its pipe and the call record.
+        # Once per process, on the first spawn: the sentinel, its pipe and the call record;
+        # with the first runner, the subreaper's list of children (kept open).
+        from ongrid_skills.execution.reaper import OrphanReaper
         from ongrid_skills.execution.supervision import supervision
 
         supervision().record(None)
+        OrphanReaper()
         outside_before = snapshot()
         before, after, statuses, elapsed = asyncio.run(
             _bench(tree, calls, concurrency, failing, timeouts)

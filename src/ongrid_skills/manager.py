@@ -493,3 +493,5 @@ class Manager:
         if self.replica is not None:  # after the calls above were recorded under its lease
             with contextlib.suppress(Exception):
                 self.replica.leave()
+        if isinstance(self.runner, SubprocessRunner):
+            self.runner.close()

@@ -988,7 +988,7 @@ def test_calls_cancelled_while_others_spawn_them_in_threads_leave_no_child_and_n
     wait_for(lambda: zombie_children() <= zombies_before, timeout=5, what="no zombie")
 
 
-def test_a_runner_keeps_one_descriptor_between_calls_and_a_new_loop_replaces_it(
+def test_a_runner_keeps_one_descriptor_between_calls_which_a_new_loop_replaces_and_close_ends(
     root: Path, fast: SubprocessRunner
 ) -> None:
     # Its epoll stays open while idle (making one per call cost every serial call 60-90 µs);
@@ -1007,6 +1007,10 @@ def test_a_runner_keeps_one_descriptor_between_calls_and_a_new_loop_replaces_it(
             assert open_fds() == inside
 
     asyncio.run(serial())
+    assert open_fds() == kept
+    fast.close()  # its owner is done with it: the kept epoll goes too
+    assert open_fds() == kept - 1
+    assert run_call(fast, spec).outcome.status is Status.SUCCEEDED  # and comes back on use
     assert open_fds() == kept
 
 

@@ -108,6 +108,7 @@ async def _work(settings: Any, host: str, labels: dict[str, str], trusted: Any, 
     try:
         await agent.run()
     finally:
+        runner.close()
         ledger.close()
 
 
