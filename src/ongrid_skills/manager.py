@@ -375,7 +375,7 @@ class Manager:
             timeline.flushed = max(timeline.flushed, start + len(pending))
 
         committed = self.store.defer(write)
-        self.hub.close(execution.id)
+        self.hub.close_when(execution.id, committed)  # followers learn the end once committed
         self.metrics.finished(skill.name, execution.status.value, execution.duration_ms)
         return committed
 

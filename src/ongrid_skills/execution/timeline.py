@@ -12,7 +12,10 @@ the store.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -93,6 +96,21 @@ class EventHub:
         timeline = self._timelines.pop(execution_id, None)
         if timeline is not None:
             timeline.finish()
+
+    def close_when(self, execution_id: str, settled: Future[None]) -> None:
+        """:meth:`close` once ``settled`` (a future of another thread: the commit of the
+        call's outcome) is done; at once when it is. Called on the timeline's event loop."""
+        if settled.done():
+            self.close(execution_id)
+            return
+        loop = asyncio.get_running_loop()
+        close = functools.partial(self.close, execution_id)
+
+        def closing(_settled: Future[None]) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop has closed: nobody follows
+                loop.call_soon_threadsafe(close)
+
+        settled.add_done_callback(closing)
 
     def __len__(self) -> int:
         return len(self._timelines)
