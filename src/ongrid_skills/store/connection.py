@@ -26,6 +26,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 
 from ongrid_skills.errors import StorageFull
 from ongrid_skills.paths import register_store_file
+from ongrid_skills.store.checkpoint import BACKSTOP_PAGES, Checkpointer
 from ongrid_skills.store.groupcommit import GroupCommit, Write
 from ongrid_skills.store.rawsql import RawSQL
 
@@ -43,6 +44,8 @@ class Database:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.dialect = engine.dialect.name
+        path = engine.url.database if self.dialect == "sqlite" else None
+        self.checkpointer = Checkpointer(path) if path and path != ":memory:" else None
         self._write_lock = threading.RLock()
         self.raw = RawSQL(engine)
         self._writer: Connection | None = None
@@ -93,6 +96,8 @@ class Database:
                 raise
             finally:
                 self._collected = None
+            if self.checkpointer is not None:
+                self.checkpointer.committed()
             # Committed. Still under the lock, so hooks see commits in commit order; a hook
             # must be cheap (the audit anchor only queues) and its failure cannot undo the commit.
             for hook, items in collected.items():
@@ -148,6 +153,8 @@ class Database:
 
     def close(self) -> None:
         self.group.close()
+        if self.checkpointer is not None:
+            self.checkpointer.close()
         with self._write_lock:
             if self._writer is not None:
                 self._writer.close()
@@ -202,6 +209,7 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cursor = dbapi_conn.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_PAGES}")  # see store.checkpoint
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA busy_timeout=30000")
     cursor.close()
