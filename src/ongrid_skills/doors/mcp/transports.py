@@ -12,6 +12,7 @@ REST or CLI door, and adds no behaviour to the server it serves.
 from __future__ import annotations
 
 import contextlib
+from typing import Any, cast
 
 import mcp_types as types
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
@@ -25,6 +26,7 @@ from starlette.types import Receive, Scope, Send
 
 from ongrid_skills.doors.mcp.server import create_mcp_server
 from ongrid_skills.doors.mcp.session import Ctx
+from ongrid_skills.doors.mcp.stdio import stdio_streams
 from ongrid_skills.governance.principal import Principal
 from ongrid_skills.manager import Manager
 
@@ -32,8 +34,10 @@ from ongrid_skills.manager import Manager
 async def serve_stdio(manager: Manager, principal: Principal, persona: str | None = None) -> None:
     """Serve MCP on this process's stdin/stdout until the client closes stdin."""
     server = create_mcp_server(manager, persona=persona, principal_for=lambda _ctx: principal)
-    async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
+    async with stdio_streams() as streams:
+        stdin, stdout = streams if streams is not None else (None, None)
+        async with stdio_server(cast(Any, stdin), cast(Any, stdout)) as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
 def _http_principal(ctx: Ctx) -> Principal:
