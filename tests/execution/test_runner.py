@@ -991,7 +991,7 @@ def test_calls_cancelled_while_others_spawn_them_in_threads_leave_no_child_and_n
 def test_a_runner_keeps_one_descriptor_between_calls_which_a_new_loop_replaces_and_close_ends(
     root: Path, fast: SubprocessRunner
 ) -> None:
-    # Its epoll stays open while idle (making one per call cost every serial call 60-90 µs);
+    # Its epoll stays open while idle (making one per call added 20-90 µs to a serial call);
     # calls on a new event loop close the one of the old loop: nothing grows with the loops.
     spec = script_skill(root, "#!/bin/sh\necho '{}'\n")
     run_call(fast, spec)  # the first call sets up the runner's lasting state

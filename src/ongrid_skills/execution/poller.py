@@ -9,11 +9,11 @@ descriptors to that epoll itself (:meth:`EpollPoller.fileno`, then :meth:`~Epoll
 Off Linux, :class:`LoopPoller` registers with the loop directly.
 
 The epoll stays open and watched between calls, until :meth:`~EpollPoller.close` (the runner
-closes it when its calls move to another loop). Making one per call, as an idle runner once
-did, cost 60-90 µs of every serial call's latency: the kernel's checks of an epoll added to
-another epoll, and its release on close (measured in ``bench/README.md``). So a runner holds one
-descriptor while its loop lives, and at most one more after that loop has closed, until its next
-call or until it is collected.
+closes it when its calls move to another loop, and :meth:`SubprocessRunner.close` does). Making
+one per call, as an idle runner once did, added 20-90 µs to every serial call (85 µs in a bare
+loop of spawns, 1.42× → 1.39× the C floor in the runner bench: ``bench/README.md``). So a runner
+holds one descriptor while its loop lives, and at most one more after that loop has closed, until
+its next call, its close or its collection.
 
 It must never call back for a descriptor that was removed. Descriptors must be removed before
 they are closed.
