@@ -70,6 +70,14 @@ def test_a_file_redirected_into_stdin_falls_back_to_the_sdk_streams(tmp_path: Pa
     assert b"fallback" in done.stderr
 
 
+def test_a_device_the_event_loop_cannot_watch_falls_back_to_the_sdk_streams() -> None:
+    """/dev/null is a character device epoll refuses (EPERM): served on asyncio's pipes, the
+    reader would never fire and the server would wait forever instead of seeing end of input."""
+    done = run_echo(Path("/dev/null"))
+    assert done.returncode == 0, done.stderr
+    assert b"fallback" in done.stderr
+
+
 def test_an_overlong_line_is_dropped_whole_and_the_next_one_is_read() -> None:
     async def scenario() -> list[str]:
         reader = asyncio.StreamReader(limit=64)

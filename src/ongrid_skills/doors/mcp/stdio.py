@@ -9,8 +9,9 @@ and answers every message.
 Like the SDK, it first takes the standard descriptors for the wire: the wire is served from
 private duplicates, fd 0 then reads the null device and fd 1 writes to stderr, so stray output of
 the process (a library's print) can never corrupt the wire. Both are restored on exit, blocking
-again. When stdin or stdout is not a pipe, socket or terminal (a file redirected into it), it
-yields nothing and the SDK's own streams are used.
+again. When stdin or stdout is not a pipe, socket or terminal (a file redirected into it), or is
+a device the event loop cannot watch (``/dev/null``), it yields nothing and the SDK's own
+streams are used.
 
 A request line longer than :data:`LINE_LIMIT` is dropped whole, not buffered: the SDK receives an
 empty line in its place, reports it as a parse error and goes on with the next request.
@@ -22,6 +23,7 @@ import asyncio
 import contextlib
 import fcntl
 import os
+import selectors
 import stat
 from collections.abc import AsyncIterator, Callable, Iterator
 
@@ -109,7 +111,17 @@ def _pollable(fd: int) -> bool:
         mode = os.fstat(fd).st_mode
     except OSError:
         return False
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
+    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)):
+        return False
+    # Why a probe: some character devices cannot be polled (/dev/null, /dev/zero: epoll refuses
+    # them). asyncio would only log that refusal and never read, and the server would wait
+    # forever instead of seeing the end of its input.
+    with selectors.DefaultSelector() as probe:
+        try:
+            probe.register(fd, selectors.EVENT_READ)
+        except (OSError, ValueError):
+            return False
+    return True
 
 
 def _null_input() -> int:
