@@ -9,9 +9,9 @@ and answers every message.
 Like the SDK, it first takes the standard descriptors for the wire: the wire is served from
 private duplicates, fd 0 then reads the null device and fd 1 writes to stderr, so stray output of
 the process (a library's print) can never corrupt the wire. Both are restored on exit, blocking
-again. When stdin or stdout is not a pipe, socket or terminal (a file redirected into it), or is
-a device the event loop cannot watch (``/dev/null``), it yields nothing and the SDK's own
-streams are used.
+again, and by :func:`release` before the process dies of a signal. When stdin or stdout is not a
+pipe, socket or terminal (a file redirected into it), or is a device the event loop cannot watch
+(``/dev/null``), it yields nothing and the SDK's own streams are used.
 
 A request line longer than :data:`LINE_LIMIT` is dropped whole, not buffered: the SDK receives an
 empty line in its place, reports it as a parse error and goes on with the next request.
@@ -132,12 +132,35 @@ def _stderr_output() -> int:
     return os.dup(2)
 
 
+def release() -> None:
+    """Give the claimed descriptors back now, blocking as they were: for a process about to die
+    of a signal without unwinding (:func:`stdio_streams` must not be used afterwards). Their
+    descriptions are shared with the client, a terminal's with its shell, and would otherwise
+    stay non-blocking after this process is gone."""
+    while _CLAIMS:
+        _CLAIMS.pop()()
+
+
+_CLAIMS: list[Callable[[], None]] = []  # the restorations of the claims in force, newest last
+
+
 @contextlib.contextmanager
 def _claimed(fd: int, diversion: Callable[[], int]) -> Iterator[int]:
     """A private duplicate of ``fd`` for the wire while ``fd`` itself points at ``diversion()``;
     on exit ``fd`` is the wire again (blocking, as it was) and the duplicate is closed."""
     wire = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)  # above 0-2, not inherited by children
     blocking = os.get_blocking(wire)
+    restored = False
+
+    def restore() -> None:
+        nonlocal restored
+        if not restored:
+            restored = True
+            os.dup2(wire, fd)
+            os.set_blocking(fd, blocking)
+            os.close(wire)
+
+    _CLAIMS.append(restore)
     try:
         other = diversion()
         try:
@@ -146,9 +169,9 @@ def _claimed(fd: int, diversion: Callable[[], int]) -> Iterator[int]:
             os.close(other)
         yield wire
     finally:
-        os.dup2(wire, fd)
-        os.set_blocking(fd, blocking)
-        os.close(wire)
+        with contextlib.suppress(ValueError):  # release() restored it already
+            _CLAIMS.remove(restore)
+        restore()
 
 
-__all__ = ["CLOSE_SECONDS", "LINE_LIMIT", "LineReader", "LineWriter", "stdio_streams"]
+__all__ = ["CLOSE_SECONDS", "LINE_LIMIT", "LineReader", "LineWriter", "release", "stdio_streams"]
