@@ -15,6 +15,8 @@ import asyncio
 import json
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -1012,6 +1014,52 @@ def test_a_runner_keeps_one_descriptor_between_calls_which_a_new_loop_replaces_a
     assert open_fds() == kept - 1
     assert run_call(fast, spec).outcome.status is Status.SUCCEEDED  # and comes back on use
     assert open_fds() == kept
+
+
+# A runner whose epoll the parent's loop watches; a forked child calls on a loop of its own,
+# then the parent calls again on its loop (each call with a deadline).
+FORKED_CALLS = """
+import asyncio, os, sys
+from ongrid_skills.execution.runner import SpawnSpec, SubprocessRunner
+
+here = sys.argv[1]
+runner = SubprocessRunner(reap_orphans=False, supervise=False)
+spec = SpawnSpec(os.path.join(here, "echo"), here, here, {}, 10.0)
+
+async def call():
+    try:
+        return (await asyncio.wait_for(runner.run(spec, b"{}"), 10)).status.value
+    except TimeoutError:
+        return "no answer"
+
+loop = asyncio.new_event_loop()
+print("parent:", loop.run_until_complete(call()), flush=True)
+pid = os.fork()
+if pid == 0:
+    print("child:", asyncio.run(call()), flush=True)
+    os._exit(0)
+os.waitpid(pid, 0)
+print("parent again:", loop.run_until_complete(call()), flush=True)
+"""
+
+
+def test_a_call_in_a_forked_child_leaves_the_parents_runner_working(tmp_path: Path) -> None:
+    # The child's first call replaces the poller of the parent's loop: closing it must not
+    # remove its reader from that loop's selector, an epoll the child shares with the parent.
+    echo = tmp_path / "echo"
+    echo.write_text("#!/bin/sh\necho '{}'\n")
+    echo.chmod(0o755)
+    done = subprocess.run(
+        [sys.executable, "-c", FORKED_CALLS, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.stdout.splitlines() == [
+        "parent: succeeded",
+        "child: succeeded",
+        "parent again: succeeded",
+    ], done.stderr
 
 
 def test_a_call_cancelled_right_before_its_event_loop_closes_leaks_no_fd_and_no_zombie(
