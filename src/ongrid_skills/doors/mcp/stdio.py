@@ -103,7 +103,8 @@ async def stdio_streams() -> AsyncIterator[tuple[LineReader, LineWriter] | None]
             read_transport.close()
             with contextlib.suppress(Exception):  # what is still unsent, if the client reads
                 await asyncio.wait_for(writer.drain(), CLOSE_SECONDS)
-            write_transport.abort()  # before its descriptor is closed below
+            if not write_transport.is_closing():  # lost already: a broken pipe closed it
+                write_transport.abort()  # before its descriptor is closed below
 
 
 def _pollable(fd: int) -> bool:
