@@ -15,6 +15,10 @@ import asyncio
 import json
 import os
 import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -22,7 +26,7 @@ import pytest
 import ongrid_skills
 from ongrid_skills.execution.records import Event, Status
 from ongrid_skills.execution.runner import RunOutcome, SubprocessRunner
-from ongrid_skills.execution.spawner import ENV_SWITCH
+from ongrid_skills.execution.spawner import ENV_SWITCH, Child
 from ongrid_skills.execution.stderr import LINE_CAP, STDERR_BUDGET, TAIL_BYTES
 from ongrid_skills.execution.wire import STDOUT_CAP
 from tests.support.processes import open_fds, pid_gone, proc_stat, zombie_children
@@ -1012,6 +1016,110 @@ def test_a_runner_keeps_one_descriptor_between_calls_which_a_new_loop_replaces_a
     assert open_fds() == kept - 1
     assert run_call(fast, spec).outcome.status is Status.SUCCEEDED  # and comes back on use
     assert open_fds() == kept
+
+
+# A runner whose epoll the parent's loop watches; a forked child calls on a loop of its own,
+# then the parent calls again on its loop (each call with a deadline).
+FORKED_CALLS = """
+import asyncio, os, sys
+from ongrid_skills.execution.runner import SpawnSpec, SubprocessRunner
+
+here = sys.argv[1]
+runner = SubprocessRunner(reap_orphans=False, supervise=False)
+spec = SpawnSpec(os.path.join(here, "echo"), here, here, {}, 10.0)
+
+async def call():
+    try:
+        return (await asyncio.wait_for(runner.run(spec, b"{}"), 10)).status.value
+    except TimeoutError:
+        return "no answer"
+
+loop = asyncio.new_event_loop()
+print("parent:", loop.run_until_complete(call()), flush=True)
+pid = os.fork()
+if pid == 0:
+    print("child:", asyncio.run(call()), flush=True)
+    os._exit(0)
+os.waitpid(pid, 0)
+print("parent again:", loop.run_until_complete(call()), flush=True)
+"""
+
+
+def test_a_call_in_a_forked_child_leaves_the_parents_runner_working(tmp_path: Path) -> None:
+    # The child's first call replaces the poller of the parent's loop: closing it must not
+    # remove its reader from that loop's selector, an epoll the child shares with the parent.
+    echo = tmp_path / "echo"
+    echo.write_text("#!/bin/sh\necho '{}'\n")
+    echo.chmod(0o755)
+    done = subprocess.run(
+        [sys.executable, "-c", FORKED_CALLS, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.stdout.splitlines() == [
+        "parent: succeeded",
+        "child: succeeded",
+        "parent again: succeeded",
+    ], done.stderr
+
+
+def test_a_call_on_another_threads_loop_leaves_the_poller_of_a_running_loop_alone(
+    root: Path, fast: SubprocessRunner
+) -> None:
+    # A call on thread A's loop is between getting its poller's epoll and the spawn (held here)
+    # when a call starts on the main thread's loop: that loop must not close the epoll under
+    # thread A (the spawn would add the child to a closed, or reused, descriptor, and thread A
+    # would make another epoll that nothing ever closes).
+    spec = script_skill(root, "#!/bin/sh\necho '{}'\n")
+    run_call(fast, spec)  # chooses the spawner
+    kept = open_fds()  # with the runner's epoll
+    real = fast.spawner
+    assert real is not None
+    in_spawn, go = threading.Event(), threading.Event()
+    still_given: list[bool] = []  # whether the epoll the spawn got was still that one after
+
+    class Held:
+        name = real.name
+
+        def spawn(
+            self, path: str, cwd: str, env: Mapping[str, str], payload: bytes, epoll_fd: int
+        ) -> Child:
+            if epoll_fd >= 0 and not go.is_set():
+                given = os.fstat(epoll_fd).st_ino
+                in_spawn.set()
+                go.wait(30)
+                try:
+                    still_given.append(os.fstat(epoll_fd).st_ino == given)
+                except OSError:  # closed
+                    still_given.append(False)
+            return real.spawn(path, cwd, env, payload, epoll_fd)
+
+    fast.spawner = Held()
+    first: list[object] = []
+
+    async def bounded() -> RunOutcome:
+        return await asyncio.wait_for(fast.run(spec, b"{}"), 10)
+
+    def on_thread() -> None:
+        try:
+            first.append(asyncio.run(bounded()).status)
+        except BaseException as exc:
+            first.append(exc)
+
+    thread = threading.Thread(target=on_thread)
+    thread.start()
+    try:
+        assert in_spawn.wait(30)
+        second = asyncio.run(bounded())
+    finally:
+        go.set()
+        thread.join(30)
+    assert second.status is Status.SUCCEEDED
+    assert first == [Status.SUCCEEDED]
+    assert still_given == [True]
+    fast.close()
+    assert open_fds() == kept - 1
 
 
 def test_a_call_cancelled_right_before_its_event_loop_closes_leaks_no_fd_and_no_zombie(

@@ -129,6 +129,20 @@ def test_closing_commits_what_is_still_queued(tmp_path: Path) -> None:
         database.defer(note(8))
 
 
+def test_a_closed_store_refuses_a_write_even_when_it_could_be_committed_inline(
+    tmp_path: Path,
+) -> None:
+    """Nothing may write after close (the data dir may be someone else's by then), and no
+    connection may be opened again behind the closed store's back."""
+    database = open_database(str(tmp_path / "data"))
+    with database.tx() as conn:
+        conn.exec_driver_sql("CREATE TABLE notes (n INTEGER PRIMARY KEY, tx INTEGER)")
+    database.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        database.defer(note(8))
+    assert committed_elsewhere(tmp_path / "data" / "ongrid.db") == []
+
+
 def test_a_deferred_write_settles_its_future_once_committed_and_not_before(
     db: Database, tmp_path: Path
 ) -> None:

@@ -13,7 +13,8 @@ closes it when its calls move to another loop, and :meth:`SubprocessRunner.close
 one per call, as an idle runner once did, added 20-90 µs to every serial call (85 µs in a bare
 loop of spawns, 1.42× → 1.39× the C floor in the runner bench: ``bench/README.md``). So a runner
 holds one descriptor while its loop lives, and at most one more after that loop has closed, until
-its next call, its close or its collection.
+its next call, its close or its collection. A forked child never touches the parent's loop: it
+only closes its copy of the epoll.
 
 It must never call back for a descriptor that was removed. Descriptors must be removed before
 they are closed.
@@ -22,6 +23,7 @@ they are closed.
 from __future__ import annotations
 
 import asyncio
+import os
 import select
 from collections.abc import Callable
 from typing import Protocol
@@ -57,12 +59,13 @@ class Poller(Protocol):
 class EpollPoller:
     """One epoll watched by the loop while it holds descriptors (Linux)."""
 
-    __slots__ = ("callbacks", "epoll", "loop")
+    __slots__ = ("callbacks", "epoll", "loop", "pid")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.epoll: select.epoll | None = None
         self.callbacks: dict[int, Callback] = {}
+        self.pid = os.getpid()
 
     @property
     def idle(self) -> bool:
@@ -96,7 +99,11 @@ class EpollPoller:
         epoll = self.epoll
         if epoll is not None and not self.callbacks:
             self.epoll = None
-            self.loop.remove_reader(epoll.fileno())  # nothing to do once the loop is closed
+            # Why the pid: in a forked child the loop's selector is the parent's epoll (shared
+            # across the fork), and removing the reader would stop the parent's loop watching
+            # this poller, so its calls would never end. The child only drops its copy.
+            if self.pid == os.getpid():
+                self.loop.remove_reader(epoll.fileno())  # nothing to do once it is closed
             epoll.close()
 
     def _ready(self) -> None:

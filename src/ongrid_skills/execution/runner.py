@@ -128,7 +128,9 @@ class SubprocessRunner:
         poller = self._poller
         if poller is not None and poller.loop is loop:
             return poller
-        if poller is None or poller.idle:
+        # Why not while its loop runs: that loop serves calls in another thread, which may be
+        # between taking the epoll and spawning into it; closing it there would pull it away.
+        if poller is None or (poller.idle and not poller.loop.is_running()):
             if poller is not None:
                 poller.close()  # of a loop this runner's calls have left (maybe closed)
             poller = self._poller = new_poller(loop)

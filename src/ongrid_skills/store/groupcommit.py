@@ -104,7 +104,13 @@ class GroupCommit:
 
     def _idle(self) -> bool:
         """Whether a write may be committed inline now (see :meth:`defer`)."""
-        return self.inline and self.delay <= 0 and not self._queue and self._committing is None
+        return (
+            self.inline
+            and self.delay <= 0
+            and not self._queue
+            and self._committing is None
+            and not self._closed  # a closed store refuses the write (below), never commits it
+        )
 
     def _start_writer(self) -> None:
         """Under ``_cond``: the writer thread, started on first use."""

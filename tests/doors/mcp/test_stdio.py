@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -68,6 +69,38 @@ def test_a_file_redirected_into_stdin_falls_back_to_the_sdk_streams(tmp_path: Pa
     done = run_echo(requests)
     assert done.returncode == 0, done.stderr
     assert b"fallback" in done.stderr
+
+
+def test_a_device_the_event_loop_cannot_watch_falls_back_to_the_sdk_streams() -> None:
+    """/dev/null is a character device epoll refuses (EPERM): served on asyncio's pipes, the
+    reader would never fire and the server would wait forever instead of seeing end of input."""
+    done = run_echo(Path("/dev/null"))
+    assert done.returncode == 0, done.stderr
+    assert b"fallback" in done.stderr
+
+
+def test_a_client_that_stops_reading_ends_the_streams_with_its_broken_pipe() -> None:
+    """The answer meets a closed pipe: the write fails with the connection's error, and the
+    streams close without a second error of their own hiding it."""
+    stdin_r, stdin_w = os.pipe()
+    stdout_r, stdout_w = os.pipe()
+    os.close(stdout_r)  # the client went away: nobody reads the answers
+    os.write(stdin_w, b"one\n")
+    os.close(stdin_w)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", ECHO],
+            stdin=stdin_r,
+            stdout=stdout_w,
+            stderr=subprocess.PIPE,
+            timeout=30,
+        )
+    finally:
+        os.close(stdin_r)
+        os.close(stdout_w)
+    assert done.returncode == 1
+    assert b"ConnectionResetError" in done.stderr or b"BrokenPipeError" in done.stderr
+    assert b"AttributeError" not in done.stderr, done.stderr.decode()
 
 
 def test_an_overlong_line_is_dropped_whole_and_the_next_one_is_read() -> None:

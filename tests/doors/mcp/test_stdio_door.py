@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -10,9 +11,21 @@ from pathlib import Path
 
 import anyio
 
+from tests.support.cli import cli_env
 from tests.support.mcp import World, mcp_server_pids, session
 from tests.support.processes import alive, venv_bin
 from tests.support.waiting import until
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"},
+    },
+}
 
 
 def test_mcp_refuses_to_start_with_an_unknown_persona(world: World) -> None:
@@ -88,3 +101,34 @@ def test_sigterm_kills_the_running_skills_and_records_them_interrupted(
     anyio.run(scenario)
     latest = world.rest("GET", "/v1/executions", params={"skill": "sleeper", "limit": 1}).json()
     assert latest["items"][0]["status"] == "interrupted"
+
+
+def test_sigterm_leaves_the_clients_pipes_blocking_as_they_were(tmp_path: Path) -> None:
+    """The server sets O_NONBLOCK on the descriptions of its stdin and stdout, which it shares
+    with whoever else holds them (here this test; a terminal's with its shell). Dying of a
+    signal, it must set them back as a normal exit does."""
+    stdin_r, stdin_w = os.pipe()
+    stdout_r, stdout_w = os.pipe()
+    env = cli_env(ONGRID_DATA_DIR=str(tmp_path / "data"))
+    proc = subprocess.Popen(
+        [venv_bin("ongrid-skills"), "-q", "mcp"],
+        stdin=stdin_r,
+        stdout=stdout_w,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        cwd=tmp_path,
+    )
+    try:
+        os.write(stdin_w, json.dumps(INITIALIZE).encode() + b"\n")
+        with os.fdopen(os.dup(stdout_r), "rb") as wire:
+            assert b'"id":1' in wire.readline()  # serving: the wire is the event loop's now
+        assert not os.get_blocking(stdin_r) and not os.get_blocking(stdout_w)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == -signal.SIGTERM
+        assert os.get_blocking(stdin_r) and os.get_blocking(stdout_w)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for fd in (stdin_r, stdin_w, stdout_r, stdout_w):
+            os.close(fd)

@@ -99,6 +99,9 @@ async def _stop(manager: Manager, sig: signal.Signals) -> None:
         await manager.close()
         manager.store.close()
     finally:
+        from ongrid_skills.doors.mcp.stdio import release  # noqa: PLC0415 - loaded by _serve
+
+        release()  # the client's pipes (a terminal) blocking again: no finally runs after this
         sys.stderr.flush()
         signal.signal(sig, signal.SIG_DFL)
         os.kill(os.getpid(), sig)

@@ -9,8 +9,9 @@ and answers every message.
 Like the SDK, it first takes the standard descriptors for the wire: the wire is served from
 private duplicates, fd 0 then reads the null device and fd 1 writes to stderr, so stray output of
 the process (a library's print) can never corrupt the wire. Both are restored on exit, blocking
-again. When stdin or stdout is not a pipe, socket or terminal (a file redirected into it), it
-yields nothing and the SDK's own streams are used.
+again, and by :func:`release` before the process dies of a signal. When stdin or stdout is not a
+pipe, socket or terminal (a file redirected into it), or is a device the event loop cannot watch
+(``/dev/null``), it yields nothing and the SDK's own streams are used.
 
 A request line longer than :data:`LINE_LIMIT` is dropped whole, not buffered: the SDK receives an
 empty line in its place, reports it as a parse error and goes on with the next request.
@@ -22,6 +23,7 @@ import asyncio
 import contextlib
 import fcntl
 import os
+import selectors
 import stat
 from collections.abc import AsyncIterator, Callable, Iterator
 
@@ -101,7 +103,8 @@ async def stdio_streams() -> AsyncIterator[tuple[LineReader, LineWriter] | None]
             read_transport.close()
             with contextlib.suppress(Exception):  # what is still unsent, if the client reads
                 await asyncio.wait_for(writer.drain(), CLOSE_SECONDS)
-            write_transport.abort()  # before its descriptor is closed below
+            if not write_transport.is_closing():  # lost already: a broken pipe closed it
+                write_transport.abort()  # before its descriptor is closed below
 
 
 def _pollable(fd: int) -> bool:
@@ -109,7 +112,17 @@ def _pollable(fd: int) -> bool:
         mode = os.fstat(fd).st_mode
     except OSError:
         return False
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
+    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)):
+        return False
+    # Why a probe: some character devices cannot be polled (/dev/null, /dev/zero: epoll refuses
+    # them). asyncio would only log that refusal and never read, and the server would wait
+    # forever instead of seeing the end of its input.
+    with selectors.DefaultSelector() as probe:
+        try:
+            probe.register(fd, selectors.EVENT_READ)
+        except (OSError, ValueError):
+            return False
+    return True
 
 
 def _null_input() -> int:
@@ -120,12 +133,35 @@ def _stderr_output() -> int:
     return os.dup(2)
 
 
+def release() -> None:
+    """Give the claimed descriptors back now, blocking as they were: for a process about to die
+    of a signal without unwinding (:func:`stdio_streams` must not be used afterwards). Their
+    descriptions are shared with the client, a terminal's with its shell, and would otherwise
+    stay non-blocking after this process is gone."""
+    while _CLAIMS:
+        _CLAIMS.pop()()
+
+
+_CLAIMS: list[Callable[[], None]] = []  # the restorations of the claims in force, newest last
+
+
 @contextlib.contextmanager
 def _claimed(fd: int, diversion: Callable[[], int]) -> Iterator[int]:
     """A private duplicate of ``fd`` for the wire while ``fd`` itself points at ``diversion()``;
     on exit ``fd`` is the wire again (blocking, as it was) and the duplicate is closed."""
     wire = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)  # above 0-2, not inherited by children
     blocking = os.get_blocking(wire)
+    restored = False
+
+    def restore() -> None:
+        nonlocal restored
+        if not restored:
+            restored = True
+            os.dup2(wire, fd)
+            os.set_blocking(fd, blocking)
+            os.close(wire)
+
+    _CLAIMS.append(restore)
     try:
         other = diversion()
         try:
@@ -134,9 +170,9 @@ def _claimed(fd: int, diversion: Callable[[], int]) -> Iterator[int]:
             os.close(other)
         yield wire
     finally:
-        os.dup2(wire, fd)
-        os.set_blocking(fd, blocking)
-        os.close(wire)
+        with contextlib.suppress(ValueError):  # release() restored it already
+            _CLAIMS.remove(restore)
+        restore()
 
 
-__all__ = ["CLOSE_SECONDS", "LINE_LIMIT", "LineReader", "LineWriter", "stdio_streams"]
+__all__ = ["CLOSE_SECONDS", "LINE_LIMIT", "LineReader", "LineWriter", "release", "stdio_streams"]
