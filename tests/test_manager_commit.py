@@ -69,3 +69,28 @@ def test_a_followed_call_ends_for_its_follower_only_once_its_outcome_is_committe
             assert stored_status(data_dir, execution.id) == "succeeded"
 
     asyncio.run(scenario())
+
+
+def test_a_call_ending_after_the_store_closed_still_ends_for_its_follower(
+    tmp_path: Path, skills_root: Path, make_skill: MakeSkill
+) -> None:
+    folder = make_skill("waits", WAITS_FOR_GO)
+    settings = make_settings(tmp_path, skills_root)
+
+    async def scenario() -> None:
+        async with open_manager(settings, loader_sink=lambda _line: None) as manager:
+            execution = await manager.submit("waits", {}, principal=OLGA, wait=False)
+            timeline = manager.hub.get(execution.id)
+            assert timeline is not None
+
+            async def follow() -> None:
+                async for _seq, _event in timeline.follow():
+                    pass
+
+            follower = asyncio.create_task(follow())
+            manager.store.db.group.close()  # its outcome can no longer be recorded
+            (folder / "go").touch()
+            await asyncio.wait_for(follower, 10)  # told the call ended all the same
+            assert execution.status.final
+
+    asyncio.run(scenario())

@@ -360,12 +360,11 @@ class Manager:
         emit(Event("status", {"status": execution.status.value}))
 
     def _finish(self, execution: Execution, skill: Skill, timeline: Timeline) -> Future[None]:
-        """Record the outcome (row, remaining events, audit entry) in one deferred write, which
-        the store commits together with the outcomes of the calls that end meanwhile (group
-        commit); the future settles once it is committed. On a full store the write stays
-        queued and is retried, so a call that ran is never lost once space comes back (the
-        audit chain is untouched meanwhile: the failed transaction rolled back whole), and the
-        future settles at once: nobody waits on a full disk."""
+        """Record the outcome (row, remaining events, audit entry) in one deferred write, group-
+        committed with the outcomes of the calls that end meanwhile; the future settles once it
+        is committed. On a full store the write stays queued and is retried (the audit chain is
+        untouched meanwhile: the failed transaction rolled back whole), and the future settles
+        at once: a call that ran is never lost, and nobody waits on a full disk."""
         # Nothing is appended to a finished call's timeline: what is not stored yet is final.
         start = timeline.flushed
         pending = timeline.events[start:]
@@ -374,7 +373,11 @@ class Manager:
             self._record_finish(conn, execution, skill, pending)
             timeline.flushed = max(timeline.flushed, start + len(pending))
 
-        committed = self.store.defer(write)
+        try:
+            committed = self.store.defer(write)
+        except BaseException:  # the store is closed: the followers must not wait for ever
+            self.hub.close(execution.id)
+            raise
         self.hub.close_when(execution.id, committed)  # followers learn the end once committed
         self.metrics.finished(skill.name, execution.status.value, execution.duration_ms)
         return committed

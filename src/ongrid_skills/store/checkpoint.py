@@ -10,9 +10,10 @@ Here each commit of the store tells the :class:`Checkpointer`; after :data:`EVER
 thread, on a connection of its own, runs a passive checkpoint (which never blocks a writer or a
 reader, and releases the GIL while SQLite copies and syncs). The store's own connections keep an
 automatic checkpoint at :data:`BACKSTOP_PAGES` pages only as a backstop, for a log this thread
-could not keep short (a reader holding an old snapshot for long). Other processes on the data
-dir (a CLI) keep SQLite's default. A failed checkpoint is logged and tried again after the next
-commits; it never reaches a commit.
+could not keep short (a reader holding an old snapshot for long). Every process that opens the
+store this way (the server, a CLI command next to it) does the same; other programs on the file
+(the ``sqlite3`` shell) keep SQLite's default. A failed checkpoint is logged and tried again after
+the next commits; it never reaches a commit.
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ class Checkpointer:
                         conn = sqlite3.connect(self.path, timeout=5, isolation_level=None)
                     conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
                     self.checkpoints += 1
-                except sqlite3.Error as exc:
+                except Exception as exc:  # the thread must outlive any one failure
                     LOG.warning("WAL checkpoint of %s failed (retried later): %s", self.path, exc)
         finally:
             if conn is not None:

@@ -39,15 +39,22 @@ ECHO = textwrap.dedent(
 )
 
 
-def run_echo(stdin: bytes | Path) -> subprocess.CompletedProcess[bytes]:
+def run_echo(stdin: bytes | Path, before: str = "") -> subprocess.CompletedProcess[bytes]:
+    """ECHO in a child, with ``before`` run first (a line of Python)."""
+    command = [sys.executable, "-c", before + "\n" + ECHO]
     if isinstance(stdin, Path):
         with stdin.open("rb") as fh:
-            return subprocess.run(
-                [sys.executable, "-c", ECHO], stdin=fh, capture_output=True, timeout=30
-            )
-    return subprocess.run(
-        [sys.executable, "-c", ECHO], input=stdin, capture_output=True, timeout=30
+            return subprocess.run(command, stdin=fh, capture_output=True, timeout=30)
+    return subprocess.run(command, input=stdin, capture_output=True, timeout=30)
+
+
+def test_on_uvloop_too_the_wire_works_and_the_descriptors_come_back_blocking() -> None:
+    # uvloop's transports close the descriptor they are given: each gets its own copy.
+    done = run_echo(
+        b"one\n", "import asyncio, uvloop; asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())"
     )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == b"ONE\nafter: blocking=1\n"
 
 
 def test_lines_go_through_the_wire_and_stray_output_goes_to_stderr(tmp_path: Path) -> None:

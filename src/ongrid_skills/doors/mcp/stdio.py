@@ -90,11 +90,11 @@ async def stdio_streams() -> AsyncIterator[tuple[LineReader, LineWriter] | None]
         reader = asyncio.StreamReader(limit=LINE_LIMIT, loop=loop)
         read_transport, _ = await loop.connect_read_pipe(
             lambda: asyncio.StreamReaderProtocol(reader, loop=loop),
-            os.fdopen(wire_in, "rb", buffering=0, closefd=False),
+            os.fdopen(_above_std(wire_in), "rb", buffering=0),  # the transport's own copy
         )
         write_transport, protocol = await loop.connect_write_pipe(
             lambda: asyncio.StreamReaderProtocol(asyncio.StreamReader(loop=loop), loop=loop),
-            os.fdopen(wire_out, "wb", buffering=0, closefd=False),
+            os.fdopen(_above_std(wire_out), "wb", buffering=0),
         )
         writer = asyncio.StreamWriter(write_transport, protocol, None, loop)
         try:
@@ -104,7 +104,7 @@ async def stdio_streams() -> AsyncIterator[tuple[LineReader, LineWriter] | None]
             with contextlib.suppress(Exception):  # what is still unsent, if the client reads
                 await asyncio.wait_for(writer.drain(), CLOSE_SECONDS)
             if not write_transport.is_closing():  # lost already: a broken pipe closed it
-                write_transport.abort()  # before its descriptor is closed below
+                write_transport.abort()
 
 
 def _pollable(fd: int) -> bool:
@@ -129,8 +129,18 @@ def _null_input() -> int:
     return os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
 
 
+def _above_std(fd: int) -> int:
+    """A copy of ``fd`` above 0-2 (never taking a standard stream's number), not inherited by
+    children. Each transport gets one and closes it (some event loops close what they are
+    given); the copy kept to restore the standard descriptor stays ours."""
+    return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+
+
 def _stderr_output() -> int:
-    return os.dup(2)
+    try:
+        return os.dup(2)
+    except OSError:  # stderr closed: stray output goes nowhere rather than onto the wire
+        return os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
 
 
 def release() -> None:
@@ -149,7 +159,7 @@ _CLAIMS: list[Callable[[], None]] = []  # the restorations of the claims in forc
 def _claimed(fd: int, diversion: Callable[[], int]) -> Iterator[int]:
     """A private duplicate of ``fd`` for the wire while ``fd`` itself points at ``diversion()``;
     on exit ``fd`` is the wire again (blocking, as it was) and the duplicate is closed."""
-    wire = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)  # above 0-2, not inherited by children
+    wire = _above_std(fd)
     blocking = os.get_blocking(wire)
     restored = False
 
