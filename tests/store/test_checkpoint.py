@@ -10,15 +10,14 @@ from pathlib import Path
 import pytest
 
 from ongrid_skills.store.checkpoint import BACKSTOP_PAGES, Checkpointer
-from ongrid_skills.store.connection import Database, open_database
+from ongrid_skills.store.connection import Database
+from tests.support.store import notes_database
 from tests.support.waiting import wait_for
 
 
 @pytest.fixture
 def db(tmp_path: Path) -> Iterator[Database]:
-    database = open_database(str(tmp_path / "data"))
-    with database.tx() as conn:
-        conn.exec_driver_sql("CREATE TABLE notes (n INTEGER PRIMARY KEY, body TEXT)")
+    database = notes_database(tmp_path / "data")
     yield database
     database.close()
 
@@ -56,9 +55,7 @@ def test_commits_are_checkpointed_by_the_thread_not_by_the_committing_call(
 
 
 def test_closing_the_store_stops_the_thread(tmp_path: Path) -> None:
-    database = open_database(str(tmp_path / "data"))
-    with database.tx() as conn:
-        conn.exec_driver_sql("CREATE TABLE notes (n INTEGER PRIMARY KEY, body TEXT)")
+    database = notes_database(tmp_path / "data")
     assert database.checkpointer is not None
     write_notes(database, 0, database.checkpointer.every)
     database.close()

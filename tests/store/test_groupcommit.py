@@ -11,16 +11,15 @@ import pytest
 from sqlalchemy import Connection, text
 
 from ongrid_skills.errors import StorageFull
-from ongrid_skills.store.connection import Database, open_database
+from ongrid_skills.store.connection import Database
 from ongrid_skills.store.groupcommit import Write
+from tests.support.store import notes_database
 from tests.support.waiting import wait_for
 
 
 @pytest.fixture
 def db(tmp_path: Path) -> Iterator[Database]:
-    database = open_database(str(tmp_path / "data"))
-    with database.tx() as conn:
-        conn.exec_driver_sql("CREATE TABLE notes (n INTEGER PRIMARY KEY, tx INTEGER)")
+    database = notes_database(tmp_path / "data")
     yield database
     database.close()
 
@@ -118,9 +117,7 @@ def test_on_a_full_disk_the_writes_stay_queued_in_order_and_are_retried(db: Data
 
 
 def test_closing_commits_what_is_still_queued(tmp_path: Path) -> None:
-    database = open_database(str(tmp_path / "data"))
-    with database.tx() as conn:
-        conn.exec_driver_sql("CREATE TABLE notes (n INTEGER PRIMARY KEY, tx INTEGER)")
+    database = notes_database(tmp_path / "data")
     database.group.delay = 60.0
     database.defer(note(7))
     database.close()
@@ -134,9 +131,7 @@ def test_a_closed_store_refuses_a_write_even_when_it_could_be_committed_inline(
 ) -> None:
     """Nothing may write after close (the data dir may be someone else's by then), and no
     connection may be opened again behind the closed store's back."""
-    database = open_database(str(tmp_path / "data"))
-    with database.tx() as conn:
-        conn.exec_driver_sql("CREATE TABLE notes (n INTEGER PRIMARY KEY, tx INTEGER)")
+    database = notes_database(tmp_path / "data")
     database.close()
     with pytest.raises(RuntimeError, match="closed"):
         database.defer(note(8))
