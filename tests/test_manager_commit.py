@@ -7,6 +7,8 @@ import sqlite3
 import threading
 from pathlib import Path
 
+from ongrid_skills.execution.records import Execution
+from ongrid_skills.manager import Manager
 from ongrid_skills.runtime import open_manager
 from tests.support.agent import OLGA, make_settings
 from tests.support.skills import MakeSkill
@@ -25,6 +27,19 @@ def stored_status(data_dir: Path, execution_id: str) -> str:
     return str(row[0])
 
 
+async def followed_call(manager: Manager) -> tuple[Execution, asyncio.Task[None]]:
+    """Start the skill ``waits`` and follow its timeline to the end in a task, as MCP does."""
+    execution = await manager.submit("waits", {}, principal=OLGA, wait=False)
+    timeline = manager.hub.get(execution.id)
+    assert timeline is not None
+
+    async def follow() -> None:
+        async for _seq, _event in timeline.follow():
+            pass
+
+    return execution, asyncio.create_task(follow())
+
+
 def test_a_followed_call_ends_for_its_follower_only_once_its_outcome_is_committed(
     tmp_path: Path, skills_root: Path, make_skill: MakeSkill
 ) -> None:
@@ -34,15 +49,7 @@ def test_a_followed_call_ends_for_its_follower_only_once_its_outcome_is_committe
 
     async def scenario() -> None:
         async with open_manager(settings, loader_sink=lambda _line: None) as manager:
-            execution = await manager.submit("waits", {}, principal=OLGA, wait=False)
-            timeline = manager.hub.get(execution.id)
-            assert timeline is not None
-
-            async def follow() -> None:
-                async for _seq, _event in timeline.follow():
-                    pass
-
-            follower = asyncio.create_task(follow())
+            execution, follower = await followed_call(manager)
             held, release = threading.Event(), threading.Event()
 
             def other_writer() -> None:  # holds the database's write lock meanwhile
@@ -79,15 +86,7 @@ def test_a_call_ending_after_the_store_closed_still_ends_for_its_follower(
 
     async def scenario() -> None:
         async with open_manager(settings, loader_sink=lambda _line: None) as manager:
-            execution = await manager.submit("waits", {}, principal=OLGA, wait=False)
-            timeline = manager.hub.get(execution.id)
-            assert timeline is not None
-
-            async def follow() -> None:
-                async for _seq, _event in timeline.follow():
-                    pass
-
-            follower = asyncio.create_task(follow())
+            execution, follower = await followed_call(manager)
             manager.store.db.group.close()  # its outcome can no longer be recorded
             (folder / "go").touch()
             await asyncio.wait_for(follower, 10)  # told the call ended all the same

@@ -120,6 +120,19 @@ def build_tree(base: Path) -> tuple[Path, Path, Path]:
     return root, extra, personas
 
 
+#: An ``initialize`` request as a raw client writes it on the wire (one JSON-RPC line).
+RAW_INITIALIZE: dict[str, Any] = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"},
+    },
+}
+
+
 @dataclass
 class World:
     """One data dir shared by a real `serve` and every `ongrid-skills mcp` the tests start."""

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ongrid_skills.doors.mcp.stdio import LineReader
 from tests.support.cli import cli_env
+from tests.support.mcp import RAW_INITIALIZE
 from tests.support.processes import CLI
 
 # Serves stdio_streams: echoes each line upper-cased; meanwhile something prints straight to
@@ -124,17 +125,7 @@ def test_an_overlong_line_is_dropped_whole_and_the_next_one_is_read() -> None:
 def test_the_server_answers_a_request_after_garbage_lines(tmp_path: Path) -> None:
     """Over the real ``ongrid-skills mcp``: lines that are not JSON-RPC (not UTF-8, not JSON,
     empty) are reported and skipped; the initialize request after them is answered."""
-    initialize = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "1"},
-        },
-    }
-    wire = b"\xff\xfe\x00garbage\n{not json\n\n" + json.dumps(initialize).encode() + b"\n"
+    wire = b"\xff\xfe\x00garbage\n{not json\n\n" + json.dumps(RAW_INITIALIZE).encode() + b"\n"
     env = cli_env(ONGRID_DATA_DIR=str(tmp_path / "data"))
     done = subprocess.run(
         [CLI, "-q", "mcp"], input=wire, capture_output=True, timeout=60, env=env, cwd=tmp_path

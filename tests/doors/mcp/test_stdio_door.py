@@ -12,20 +12,9 @@ from pathlib import Path
 import anyio
 
 from tests.support.cli import cli_env
-from tests.support.mcp import World, mcp_server_pids, session
+from tests.support.mcp import RAW_INITIALIZE, World, mcp_server_pids, session
 from tests.support.processes import alive, venv_bin
 from tests.support.waiting import until
-
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "1"},
-    },
-}
 
 
 def test_mcp_refuses_to_start_with_an_unknown_persona(world: World) -> None:
@@ -119,7 +108,7 @@ def test_sigterm_leaves_the_clients_pipes_blocking_as_they_were(tmp_path: Path) 
         cwd=tmp_path,
     )
     try:
-        os.write(stdin_w, json.dumps(INITIALIZE).encode() + b"\n")
+        os.write(stdin_w, json.dumps(RAW_INITIALIZE).encode() + b"\n")
         with os.fdopen(os.dup(stdout_r), "rb") as wire:
             assert b'"id":1' in wire.readline()  # serving: the wire is the event loop's now
         assert not os.get_blocking(stdin_r) and not os.get_blocking(stdout_w)
