@@ -89,7 +89,9 @@ class GroupCommit:
         if self._idle() and self._lock.acquire(blocking=False):
             try:
                 if self._idle() and not self._tx_open():  # not nested in this thread's own
-                    self._commit_inline(write, settled)
+                    with self._cond:
+                        self._queue.append((write, settled))
+                    self._commit_queued()  # that write alone: nothing else was queued
                     return settled
             finally:
                 self._lock.release()
@@ -177,6 +179,9 @@ class GroupCommit:
                 self._requeue(batch)
                 return
             except Exception:
+                if len(batch) == 1:  # nothing else to save from it
+                    LOG.exception("a deferred write failed and was dropped")
+                    return
                 LOG.warning("a batch of %d writes failed: retrying one by one", len(batch))
                 for index, (write, _settled) in enumerate(batch):
                     try:
@@ -193,33 +198,21 @@ class GroupCommit:
                 if not settled.done():  # a requeued write's future settled already
                     settled.set_result(None)
 
-    def _commit_inline(self, write: Write, settled: Future[None]) -> None:
-        """Under the database lock, with nothing queued: commit ``write`` alone, now."""
-        self._committing = threading.get_ident()
-        try:
-            self._commit([write])
-        except StorageFull:  # parked for the writer's retries, in order: nothing is queued
-            self._requeue([(write, settled)])
-            with self._cond:
-                self._start_writer()
-                self._cond.notify()
-        except Exception:
-            LOG.exception("a deferred write failed and was dropped")
-        finally:
-            self._committing = None
-            if not settled.done():
-                settled.set_result(None)
-
     def _commit(self, batch: list[Write]) -> None:
         with self._tx() as conn:
             for write in batch:
                 write(conn)
 
     def _requeue(self, batch: list[tuple[Write, Future[None]]]) -> None:
+        """Park ``batch`` at the head of the queue for the writer's retries (it is started if
+        an inline commit was the first to meet the full disk)."""
         self._retry = min(max(self._retry * 2, 1.0), MAX_RETRY_SECONDS)
         LOG.error("%d deferred writes wait for space in the store", len(batch))
         with self._cond:
             self._queue[:0] = batch  # before anything queued since: the order holds
+            if not self._closed:
+                self._start_writer()
+                self._cond.notify()
 
 
 __all__ = ["DELAY_SECONDS", "GroupCommit", "Write"]
