@@ -25,7 +25,7 @@ import pytest
 
 import ongrid_skills
 from ongrid_skills.execution.records import Event, Status
-from ongrid_skills.execution.runner import RunOutcome, SubprocessRunner
+from ongrid_skills.execution.runner import RunOutcome, SpawnSpec, SubprocessRunner
 from ongrid_skills.execution.spawner import ENV_SWITCH, Child
 from ongrid_skills.execution.stderr import LINE_CAP, STDERR_BUDGET, TAIL_BYTES
 from ongrid_skills.execution.wire import STDOUT_CAP
@@ -797,11 +797,25 @@ def test_a_raising_event_sink_does_not_break_the_call(root: Path, fast: Subproce
 # The entry, re-checked just before the spawn
 # --------------------------------------------------------------------------------------------
 
+# A runner remembers an entry it checked and re-checks it whole once the file's fingerprint
+# moves: each case runs on a fresh runner and on one that already ran the entry.
+WHETHER_RAN_BEFORE = pytest.mark.parametrize(
+    "ran_before", [False, True], ids=["first-call", "after-a-call"]
+)
 
-def test_an_entry_swapped_for_a_symlink_outside_the_root_after_loading_is_rejected_unrun(
-    root: Path, fast: SubprocessRunner, tmp_path: Path
-) -> None:
+
+def checked_skill(root: Path, runner: SubprocessRunner, ran_before: bool) -> SpawnSpec:
     spec = script_skill(root, "#!/bin/sh\necho '{}'\n")
+    if ran_before:
+        assert run_call(runner, spec).outcome.status == Status.SUCCEEDED
+    return spec
+
+
+@WHETHER_RAN_BEFORE
+def test_an_entry_swapped_for_a_symlink_outside_the_root_after_loading_is_rejected_unrun(
+    root: Path, fast: SubprocessRunner, tmp_path: Path, ran_before: bool
+) -> None:
+    spec = checked_skill(root, fast, ran_before)
     marker = tmp_path / "escaped-ran"
     outside = write_executable(
         tmp_path / "outside" / "evil.sh", f"#!/bin/sh\n: > {marker}\necho '{{}}'\n"
@@ -816,26 +830,49 @@ def test_an_entry_swapped_for_a_symlink_outside_the_root_after_loading_is_reject
     assert not marker.exists()
 
 
-def test_an_entry_deleted_before_the_call_is_rejected(root: Path, fast: SubprocessRunner) -> None:
-    spec = script_skill(root, "#!/bin/sh\necho '{}'\n")
+def test_a_skill_folder_swapped_for_a_symlink_to_a_copy_outside_the_root_after_a_call_is_refused(
+    root: Path, fast: SubprocessRunner, tmp_path: Path
+) -> None:
+    spec = checked_skill(root, fast, ran_before=True)
+    folder = Path(spec.entry).parent
+    marker = tmp_path / "escaped-ran"
+    copy = tmp_path / "outside" / folder.name
+    write_executable(copy / Path(spec.entry).name, f"#!/bin/sh\n: > {marker}\necho '{{}}'\n")
+    folder.rename(tmp_path / "moved-away")
+    folder.symlink_to(copy)
+    call = run_call(fast, spec)
+    assert_failure_shape(call, Status.FAILED, "entry_rejected")
+    assert "escapes allowlist root" in error_message(call)
+    assert not marker.exists()
+
+
+@WHETHER_RAN_BEFORE
+def test_an_entry_deleted_before_the_call_is_rejected(
+    root: Path, fast: SubprocessRunner, ran_before: bool
+) -> None:
+    spec = checked_skill(root, fast, ran_before)
     os.unlink(spec.entry)
     call = run_call(fast, spec)
     assert_failure_shape(call, Status.FAILED, "entry_rejected")
     assert "does not exist" in error_message(call)
 
 
+@WHETHER_RAN_BEFORE
 def test_an_entry_made_non_executable_before_the_call_is_rejected(
-    root: Path, fast: SubprocessRunner
+    root: Path, fast: SubprocessRunner, ran_before: bool
 ) -> None:
-    spec = script_skill(root, "#!/bin/sh\necho '{}'\n")
+    spec = checked_skill(root, fast, ran_before)
     make_unreadable_by_exec(Path(spec.entry))
     call = run_call(fast, spec)
     assert_failure_shape(call, Status.FAILED, "entry_rejected")
     assert "not executable" in error_message(call)
 
 
-def test_an_entry_replaced_by_a_directory_is_rejected(root: Path, fast: SubprocessRunner) -> None:
-    spec = script_skill(root, "#!/bin/sh\necho '{}'\n")
+@WHETHER_RAN_BEFORE
+def test_an_entry_replaced_by_a_directory_is_rejected(
+    root: Path, fast: SubprocessRunner, ran_before: bool
+) -> None:
+    spec = checked_skill(root, fast, ran_before)
     os.unlink(spec.entry)
     os.mkdir(spec.entry)
     call = run_call(fast, spec)
