@@ -8,9 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ongrid_skills import paths
 from ongrid_skills.paths import (
-    EntryChecks,
     check_entry,
     child_env,
     content_digest,
@@ -135,107 +133,3 @@ def test_the_content_digest_is_refused_once_the_file_was_rewritten_in_place_and_
     rewritten = fingerprint(entry.stat())
     evil = hashlib.sha256(b"#!/bin/sh\necho evil\n").hexdigest()
     assert content_digest(str(entry), rewritten) == evil
-
-
-# --------------------------------------------------------------------------------------------
-# EntryChecks: a passing check remembered while the file is the same
-# --------------------------------------------------------------------------------------------
-
-
-def count_full_checks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    seen: list[str] = []
-    real = paths.check_entry
-
-    def counting(entry: str, *args: str | None) -> paths.EntryCheck:
-        seen.append(entry)
-        return real(entry, *args)
-
-    monkeypatch.setattr(paths, "check_entry", counting)
-    return seen
-
-
-def executable(path: Path, body: str = SCRIPT) -> str:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(body)
-    path.chmod(0o755)
-    return str(path)
-
-
-def test_a_passing_entry_check_is_reused_while_the_file_is_unchanged(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    full = count_full_checks(monkeypatch)
-    entry = executable(tmp_path / "s" / "run")
-    checks = EntryChecks()
-    first = checks.check(entry, str(tmp_path), str(tmp_path))
-    again = checks.check(entry, str(tmp_path), str(tmp_path))
-    assert first.problem is None and again == first
-    assert full == [entry]
-
-
-@pytest.mark.parametrize(
-    "change",
-    ["chmod-x", "rewrite", "replace", "remove"],
-)
-def test_a_remembered_entry_is_checked_whole_again_once_its_file_changes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: str
-) -> None:
-    full = count_full_checks(monkeypatch)
-    entry = executable(tmp_path / "s" / "run")
-    checks = EntryChecks()
-    assert checks.check(entry, str(tmp_path), str(tmp_path)).problem is None
-    if change == "chmod-x":
-        os.chmod(entry, 0o644)
-        expected: str | None = "is not executable"
-    elif change == "rewrite":
-        Path(entry).write_text(SCRIPT + "# more\n")
-        expected = None
-    elif change == "replace":
-        os.unlink(entry)
-        executable(Path(entry))
-        expected = None
-    else:
-        os.unlink(entry)
-        expected = "does not exist"
-    found = checks.check(entry, str(tmp_path), str(tmp_path))
-    assert full == [entry, entry]
-    if expected is None:
-        assert found.problem is None
-        assert found.fingerprint == fingerprint(os.stat(entry))
-    else:
-        assert found.problem is not None and expected in found.problem
-
-
-def test_a_failing_entry_check_is_not_remembered(tmp_path: Path) -> None:
-    entry = executable(tmp_path / "s" / "run")
-    os.chmod(entry, 0o644)
-    checks = EntryChecks()
-    assert checks.check(entry, str(tmp_path), str(tmp_path)).problem is not None
-    os.chmod(entry, 0o755)
-    assert checks.check(entry, str(tmp_path), str(tmp_path)).problem is None
-
-
-def test_a_remembered_check_counts_only_for_the_same_root_and_folder(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    entry = executable(tmp_path / "s" / "run")
-    checks = EntryChecks()
-    assert checks.check(entry, str(tmp_path), str(tmp_path)).problem is None
-    elsewhere = str(tmp_path / "other")
-    refused = checks.check(entry, elsewhere, elsewhere)
-    assert refused.problem is not None and "escapes allowlist root" in refused.problem
-    confined = checks.check(entry, str(tmp_path), str(tmp_path), str(tmp_path / "t"))
-    assert confined.problem is not None and "escapes skill folder" in confined.problem
-
-
-def test_entry_checks_keep_at_most_their_limit_dropping_the_oldest(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    full = count_full_checks(monkeypatch)
-    entries = [executable(tmp_path / f"s{i}" / "run") for i in range(3)]
-    checks = EntryChecks(limit=2)
-    for entry in entries:
-        checks.check(entry, str(tmp_path), str(tmp_path))
-    checks.check(entries[2], str(tmp_path), str(tmp_path))
-    checks.check(entries[0], str(tmp_path), str(tmp_path))
-    assert full == [*entries, entries[0]]

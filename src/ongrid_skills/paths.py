@@ -215,47 +215,6 @@ def check_entry(
     return EntryCheck(real, fingerprint=fingerprint(st))
 
 
-class EntryChecks:
-    """:func:`check_entry` for the entries a runner starts again and again.
-
-    A passing check is remembered and reused while a ``stat`` of the canonical path it found
-    gives the same fingerprint: one system call on the call's critical path instead of resolving
-    every part of the path again (about 30 µs of a serial call, measured in ``bench/README.md``).
-    Why that is safe: the same (dev, inode, size, mtime, ctime) is the same file, with the same
-    bytes (see :func:`content_digest`), the one found under its root, regular and executable;
-    ``chmod``, ``chown`` and ACL changes move the ctime. A part of the path replaced by a symlink
-    leads ``stat`` to another file, and the whole check runs again, with its messages. A failing
-    check is never remembered. Bounded; the oldest is dropped first. Safe across threads (each
-    step is one dictionary operation).
-    """
-
-    __slots__ = ("_known", "limit")
-
-    def __init__(self, limit: int = 4096) -> None:
-        self.limit = limit
-        self._known: dict[tuple[str, str, str, str | None], EntryCheck] = {}
-
-    def check(
-        self, entry: str, root: str, shown_root: str, folder: str | None = None
-    ) -> EntryCheck:
-        """What :func:`check_entry` says for these arguments."""
-        key = (entry, root, shown_root, folder)
-        known = self._known.get(key)
-        if known is not None:
-            try:
-                if fingerprint(os.stat(known.path)) == known.fingerprint:
-                    return known
-            except OSError:
-                pass
-            self._known.pop(key, None)
-        found = check_entry(entry, root, shown_root, folder)
-        if found.problem is None:
-            if len(self._known) >= self.limit:
-                self._known.pop(next(iter(self._known), key), None)
-            self._known[key] = found
-        return found
-
-
 class NotRegularFile(OSError):
     """The path names a FIFO, device, socket or directory, not a regular file."""
 

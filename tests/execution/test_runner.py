@@ -797,8 +797,8 @@ def test_a_raising_event_sink_does_not_break_the_call(root: Path, fast: Subproce
 # The entry, re-checked just before the spawn
 # --------------------------------------------------------------------------------------------
 
-# A runner remembers an entry it checked and re-checks it whole once the file's fingerprint
-# moves: each case runs on a fresh runner and on one that already ran the entry.
+# Every call checks its entry again, whatever the calls before it found: each case runs on a
+# fresh runner and on one that already ran the entry.
 WHETHER_RAN_BEFORE = pytest.mark.parametrize(
     "ran_before", [False, True], ids=["first-call", "after-a-call"]
 )
@@ -844,6 +844,21 @@ def test_a_skill_folder_swapped_for_a_symlink_to_a_copy_outside_the_root_after_a
     assert_failure_shape(call, Status.FAILED, "entry_rejected")
     assert "escapes allowlist root" in error_message(call)
     assert not marker.exists()
+
+
+def test_a_skill_folder_moved_out_of_the_root_and_symlinked_back_after_a_call_is_refused(
+    root: Path, fast: SubprocessRunner, tmp_path: Path
+) -> None:
+    # The same file, reached through a symlink that leaves the root: its inode and times are
+    # unchanged, so only resolving the path again shows where it now leads.
+    spec = checked_skill(root, fast, ran_before=True)
+    folder = Path(spec.entry).parent
+    moved = tmp_path / "moved-out"
+    folder.rename(moved)
+    folder.symlink_to(moved)
+    call = run_call(fast, spec)
+    assert_failure_shape(call, Status.FAILED, "entry_rejected")
+    assert "escapes allowlist root" in error_message(call)
 
 
 @WHETHER_RAN_BEFORE

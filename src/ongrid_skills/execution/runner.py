@@ -60,7 +60,7 @@ from ongrid_skills.execution.stderr import StderrTimeline
 from ongrid_skills.execution.supervision import SUPPORTED, GroupRecord, supervision
 from ongrid_skills.execution.verdict import RunOutcome, verdict
 from ongrid_skills.execution.wire import STDOUT_CAP, StdoutBuffer
-from ongrid_skills.paths import EntryChecks
+from ongrid_skills.paths import check_entry
 
 KILL_GRACE_SECONDS = 2.0
 LINGER_SECONDS = 1.0
@@ -122,7 +122,6 @@ class SubprocessRunner:
         self._poller: Poller | None = None
         self.pool = SpawnPool()
         self.calls = 0  # calls of this runner between spawn and end
-        self.entries = EntryChecks()
 
     def poller(self, loop: asyncio.AbstractEventLoop) -> Poller:
         """The poller of this runner's calls on ``loop``."""
@@ -157,9 +156,7 @@ class SubprocessRunner:
         self, spec: SpawnSpec, payload: bytes, on_event: EventSink | None = None
     ) -> RunOutcome:
         """Run one call to its end. Cancelling the awaiting task kills the process group."""
-        check = self.entries.check(
-            spec.entry, spec.root, spec.shown_root or spec.root, spec.confine
-        )
+        check = check_entry(spec.entry, spec.root, spec.shown_root or spec.root, spec.confine)
         if check.problem is not None:
             return RunOutcome(Status.FAILED, error=ErrorInfo("entry_rejected", check.problem))
         spawn = self.spawner or await self._spawner()
