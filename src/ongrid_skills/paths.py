@@ -128,6 +128,7 @@ def fingerprint(st: os.stat_result) -> Fingerprint:
 #: SHA-256 of file contents already read, by fingerprint (bounded; oldest dropped first).
 _DIGESTS: dict[Fingerprint, str] = {}
 _DIGESTS_MAX = 4096
+_DIGESTS_LOCK = threading.Lock()
 _READ_CHUNK = 1024 * 1024
 
 
@@ -165,9 +166,13 @@ def content_digest(path: str, expected: Fingerprint) -> str | None:
         return None
     finally:
         os.close(fd)
-    if len(_DIGESTS) >= _DIGESTS_MAX:
-        _DIGESTS.pop(next(iter(_DIGESTS)), None)
-    _DIGESTS[expected] = value = digest.hexdigest()
+    value = digest.hexdigest()
+    # Under a lock: another thread adding a digest between iter() and next() would make the
+    # eviction raise "dictionary changed size during iteration".
+    with _DIGESTS_LOCK:
+        if len(_DIGESTS) >= _DIGESTS_MAX:
+            _DIGESTS.pop(next(iter(_DIGESTS)), None)
+        _DIGESTS[expected] = value
     return value
 
 
