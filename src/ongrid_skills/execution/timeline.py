@@ -12,7 +12,6 @@ the store.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import Future
@@ -99,7 +98,8 @@ class EventHub:
 
     def close_when(self, execution_id: str, settled: Future[None]) -> None:
         """:meth:`close` once ``settled`` (a future of another thread: the commit of the
-        call's outcome) is done; at once when it is. Called on the timeline's event loop."""
+        call's outcome) is done; at once when it is. Called on the timeline's event loop. If that
+        loop has closed by then, nobody can follow the timeline: it only leaves the hub."""
         if settled.done():
             self.close(execution_id)
             return
@@ -107,8 +107,10 @@ class EventHub:
         close = functools.partial(self.close, execution_id)
 
         def closing(_settled: Future[None]) -> None:
-            with contextlib.suppress(RuntimeError):  # the loop has closed: nobody follows
+            try:
                 loop.call_soon_threadsafe(close)
+            except RuntimeError:  # the loop has closed: nobody follows, only leave the hub
+                self._timelines.pop(execution_id, None)
 
         settled.add_done_callback(closing)
 
