@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 import ongrid_skills
+from ongrid_skills.execution import runner as runner_module
 from ongrid_skills.execution.records import Event, Status
 from ongrid_skills.execution.runner import RunOutcome, SpawnSpec, SubprocessRunner
 from ongrid_skills.execution.spawner import ENV_SWITCH, Child
@@ -1202,6 +1203,34 @@ def test_a_call_cancelled_right_before_its_event_loop_closes_leaks_no_fd_and_no_
         pids += [read_int_file(folder / "main.pid"), read_int_file(folder / "gc.pid")]
     assert_gone(*pids)
     assert open_fds() == fds_before
+    assert zombie_children() <= zombies_before
+
+
+def test_a_cancelled_call_whose_child_outlives_its_sigkill_is_reaped_after_its_loop_closed(
+    root: Path, fast: SubprocessRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A child in uninterruptible sleep can take longer than ABANDON_REAP_SECONDS to die once
+    # killed; the loop that ran the call may be gone by then. Here every child counts as slow.
+    monkeypatch.setattr(runner_module, "exits_within", lambda _pidfd, _seconds: False)
+    spec = script_skill(root, CANCEL_SCRIPT, timeout=30)
+    folder = root / "skill"
+    zombies_before = zombie_children()
+
+    async def scenario() -> None:
+        run = asyncio.ensure_future(fast.run(spec, b"{}"))
+        await until((folder / "gc.pid").exists, what="the grandchild")
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(run, 0.001)
+
+    warm = script_skill(root, "#!/bin/sh\necho '{}'\n", folder="warm")
+    run_call(fast, warm)
+    fds_before = open_fds()
+    asyncio.run(scenario())  # closes its loop right after the cancellation
+    assert_gone(read_int_file(folder / "main.pid"))
+    wait_for(lambda: open_fds() == fds_before, what="the pidfd of the killed child to close")
+    # The sweep of what the call left may not have run on the closed loop: the next call's does.
+    run_call(fast, warm)
+    assert_gone(read_int_file(folder / "gc.pid"))
     assert zombie_children() <= zombies_before
 
 

@@ -51,6 +51,7 @@ from ongrid_skills.execution.spawner import (
     Mode,
     Spawner,
     SpawnPool,
+    after_exit,
     exits_within,
     reap,
     spawner,
@@ -443,7 +444,8 @@ class _Call:
         A SIGKILLed process is normally gone at once, so it is reaped right here: the event loop
         may be about to close (``asyncio.run`` around a cancelled ``wait_for``), and a reader
         that never fires would leak the pidfd. Only a child that does not die within
-        ``ABANDON_REAP_SECONDS`` (uninterruptible sleep) is reaped in the background.
+        ``ABANDON_REAP_SECONDS`` (uninterruptible sleep) is reaped later, by a thread waiting
+        for its exit (not by the loop, for the same reason).
         """
         for timer in self.timers:
             timer.cancel()
@@ -455,14 +457,18 @@ class _Call:
         if pidfd is not None and not self.exited:
             self.poller.remove(pidfd)
             if not exits_within(pidfd, ABANDON_REAP_SECONDS):
-
-                def reap_later() -> None:
-                    self.poller.remove(pidfd)
-                    self._finish_quietly(then)
-
-                self.poller.add(pidfd, reap_later)
+                after_exit(pidfd, functools.partial(self._reaped_late, then))
                 return
         self._finish_quietly(then)
+
+    def _reaped_late(self, then: Callable[[], object] | None) -> None:
+        # In the waiting thread: the reap is this call's alone. The sweep must see every spawn
+        # of the loop's other calls as it happens, so it runs on that loop; once the loop has
+        # closed, what the call left is for the next call's sweep.
+        self._finish_quietly()
+        if then is not None:
+            with contextlib.suppress(RuntimeError):
+                self.loop.call_soon_threadsafe(then)
 
     def _finish_quietly(self, then: Callable[[], object] | None = None) -> None:
         self._unrecord()

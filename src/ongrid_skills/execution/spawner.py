@@ -46,7 +46,8 @@ import stat
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -262,6 +263,19 @@ def exits_within(pidfd: int, seconds: float) -> bool:
     poller = select.poll()
     poller.register(pidfd, select.POLLIN)
     return bool(poller.poll(seconds * 1000))
+
+
+def after_exit(pidfd: int, then: Callable[[], object]) -> None:
+    """Call ``then`` in a thread of its own once the process behind ``pidfd`` has exited: for a
+    child that outlives its SIGKILL (uninterruptible sleep), whose event loop may close first."""
+
+    def wait() -> None:
+        poller = select.poll()
+        poller.register(pidfd, select.POLLIN)
+        poller.poll()
+        then()
+
+    threading.Thread(target=wait, name="ongrid-reap", daemon=True).start()
 
 
 def wait_no_reap(pid: int) -> None:
