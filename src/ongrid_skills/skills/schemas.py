@@ -77,17 +77,20 @@ _COMPILE_CHECKED = frozenset(
 )
 
 
-# Every keyword of _COMPILE_CHECKED, as JSON text, starts with one of these.
-_COMPILE_CHECKED_PREFIXES = (b'"$', b'"pattern', b"\\u")
-assert all(json.dumps(k).encode().startswith(_COMPILE_CHECKED_PREFIXES) for k in _COMPILE_CHECKED)
-
-
 def may_need_compiling(raw: bytes) -> bool:
     """Whether a schema parsed out of the JSON text ``raw`` may use a keyword that only
     compiling checks: one substring search per keyword, where walking the parsed schema cost
     as much as the rest of loading a skill. Conservative: a string equal to a keyword counts,
-    and any ``\\u`` escape (which could spell one) makes the answer True."""
-    return any(prefix in raw for prefix in _COMPILE_CHECKED_PREFIXES)
+    and any ``\\u`` escape (which could spell one) makes the answer True.
+
+    Each prefix is looked for only once a part of it that JSON text rarely holds is there
+    (``$``, ``pattern``, a backslash): a search for a needle starting with ``"`` stops at every
+    string of the manifest. 0.7 µs a manifest instead of 1.9 µs (``bench/README.md``)."""
+    return (
+        (b"$" in raw and b'"$' in raw)
+        or (b"pattern" in raw and b'"pattern' in raw)
+        or (b"\\" in raw and b"\\u" in raw)
+    )
 
 
 def _needs_compiling(node: Any) -> bool:
