@@ -14,8 +14,13 @@ from typing import Any
 
 def args_digest(args: Any) -> str:
     """SHA-256 (hex) of ``args`` as canonical JSON; what JSON cannot hold is taken as text."""
-    raw = json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(raw.encode()).hexdigest()
+    return hashlib.sha256(_CANONICAL(args).encode()).hexdigest()
+
+
+# Built once: json.dumps with keyword arguments builds a new encoder for every call.
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
+).encode
 
 
 __all__ = ["args_digest"]

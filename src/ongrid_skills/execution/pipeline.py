@@ -28,6 +28,10 @@ from ongrid_skills.skills.persona import Persona
 from ongrid_skills.skills.registry import Registry
 from ongrid_skills.skills.schemas import args_problem
 
+# The args as the child reads them on stdin. Built once: json.dumps with keyword arguments
+# builds a new encoder for every call.
+_PAYLOAD = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+
 
 @lru_cache(maxsize=1)
 def default_runner() -> SubprocessRunner:
@@ -140,9 +144,7 @@ async def run_skill(
         shown_root=target.shown_root,
         confine=target.confine,
     )
-    payload = json.dumps(
-        execution.args, ensure_ascii=False, separators=(",", ":"), allow_nan=False
-    ).encode()
+    payload = _PAYLOAD(execution.args).encode()
     outcome = await runner.run(spec, payload, emit)
     apply_outcome(execution, outcome)
     emit(Event("status", {"status": execution.status.value}))

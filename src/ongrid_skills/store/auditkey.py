@@ -26,12 +26,11 @@ _KEY_ID_LABEL = b"ongrid-skills audit key id"
 
 def canonical(seq: int, ts: float, actor: str, action: str, subject: str | None, data: Any) -> str:
     """What an entry's hash covers besides the previous hash (``repr(ts)``: exact float text)."""
-    return json.dumps(
-        [seq, repr(ts), actor, action, subject, data],
-        sort_keys=True,
-        separators=(",", ":"),
-        ensure_ascii=False,
-    )
+    return _CANONICAL([seq, repr(ts), actor, action, subject, data])
+
+
+# Built once: json.dumps with keyword arguments builds a new encoder for every entry.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
 
 
 class Sealer:
