@@ -831,35 +831,28 @@ def test_an_entry_swapped_for_a_symlink_outside_the_root_after_loading_is_reject
     assert not marker.exists()
 
 
-def test_a_skill_folder_swapped_for_a_symlink_to_a_copy_outside_the_root_after_a_call_is_refused(
-    root: Path, fast: SubprocessRunner, tmp_path: Path
+@pytest.mark.parametrize("moved", [False, True], ids=["to-a-copy", "to-the-folder-moved-out"])
+def test_a_skill_folder_swapped_for_a_symlink_leaving_the_root_after_a_call_is_refused(
+    root: Path, fast: SubprocessRunner, tmp_path: Path, moved: bool
 ) -> None:
+    # Moved out whole, the entry is the very file that ran (same inode, same times): only
+    # resolving its path again shows where it now leads.
     spec = checked_skill(root, fast, ran_before=True)
     folder = Path(spec.entry).parent
     marker = tmp_path / "escaped-ran"
-    copy = tmp_path / "outside" / folder.name
-    write_executable(copy / Path(spec.entry).name, f"#!/bin/sh\n: > {marker}\necho '{{}}'\n")
-    folder.rename(tmp_path / "moved-away")
-    folder.symlink_to(copy)
+    outside = tmp_path / "outside" / folder.name
+    if moved:
+        outside.parent.mkdir()
+        folder.rename(outside)
+    else:
+        write_executable(outside / Path(spec.entry).name, f"#!/bin/sh\n: > {marker}\necho '{{}}'\n")
+        folder.rename(tmp_path / "moved-away")
+    folder.symlink_to(outside)
     call = run_call(fast, spec)
     assert_failure_shape(call, Status.FAILED, "entry_rejected")
     assert "escapes allowlist root" in error_message(call)
+    assert call.events == []
     assert not marker.exists()
-
-
-def test_a_skill_folder_moved_out_of_the_root_and_symlinked_back_after_a_call_is_refused(
-    root: Path, fast: SubprocessRunner, tmp_path: Path
-) -> None:
-    # The same file, reached through a symlink that leaves the root: its inode and times are
-    # unchanged, so only resolving the path again shows where it now leads.
-    spec = checked_skill(root, fast, ran_before=True)
-    folder = Path(spec.entry).parent
-    moved = tmp_path / "moved-out"
-    folder.rename(moved)
-    folder.symlink_to(moved)
-    call = run_call(fast, spec)
-    assert_failure_shape(call, Status.FAILED, "entry_rejected")
-    assert "escapes allowlist root" in error_message(call)
 
 
 @WHETHER_RAN_BEFORE
@@ -1178,6 +1171,19 @@ def test_a_call_on_another_threads_loop_leaves_the_poller_of_a_running_loop_alon
     assert open_fds() == kept - 1
 
 
+def cancel_once_started(runner: SubprocessRunner, spec: SpawnSpec, folder: Path) -> None:
+    """``asyncio.run(wait_for(run(...), t))`` once the call's grandchild is up: the loop closes
+    as soon as the cancellation is done."""
+
+    async def scenario() -> None:
+        run = asyncio.ensure_future(runner.run(spec, b"{}"))
+        await until((folder / "gc.pid").exists, what="the grandchild")
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(run, 0.001)
+
+    asyncio.run(scenario())
+
+
 def test_a_call_cancelled_right_before_its_event_loop_closes_leaks_no_fd_and_no_zombie(
     root: Path, fast: SubprocessRunner
 ) -> None:
@@ -1187,19 +1193,13 @@ def test_a_call_cancelled_right_before_its_event_loop_closes_leaks_no_fd_and_no_
     folder = root / "skill"
     zombies_before = zombie_children()
 
-    async def scenario() -> None:
-        run = asyncio.ensure_future(fast.run(spec, b"{}"))
-        await until((folder / "gc.pid").exists, what="the grandchild")
-        with pytest.raises(TimeoutError):
-            await asyncio.wait_for(run, 0.001)
-
     run_call(fast, script_skill(root, "#!/bin/sh\necho '{}'\n", folder="warm"))
     fds_before = open_fds()
     pids: list[int] = []
     for _ in range(3):
         for name in ("main.pid", "gc.pid"):
             (folder / name).unlink(missing_ok=True)
-        asyncio.run(scenario())
+        cancel_once_started(fast, spec, folder)
         pids += [read_int_file(folder / "main.pid"), read_int_file(folder / "gc.pid")]
     assert_gone(*pids)
     assert open_fds() == fds_before
@@ -1216,16 +1216,10 @@ def test_a_cancelled_call_whose_child_outlives_its_sigkill_is_reaped_after_its_l
     folder = root / "skill"
     zombies_before = zombie_children()
 
-    async def scenario() -> None:
-        run = asyncio.ensure_future(fast.run(spec, b"{}"))
-        await until((folder / "gc.pid").exists, what="the grandchild")
-        with pytest.raises(TimeoutError):
-            await asyncio.wait_for(run, 0.001)
-
     warm = script_skill(root, "#!/bin/sh\necho '{}'\n", folder="warm")
     run_call(fast, warm)
     fds_before = open_fds()
-    asyncio.run(scenario())  # closes its loop right after the cancellation
+    cancel_once_started(fast, spec, folder)
     assert_gone(read_int_file(folder / "main.pid"))
     wait_for(lambda: open_fds() == fds_before, what="the pidfd of the killed child to close")
     # The sweep of what the call left may not have run on the closed loop: the next call's does.
