@@ -1228,6 +1228,33 @@ def test_a_cancelled_call_whose_child_outlives_its_sigkill_is_reaped_after_its_l
     assert zombie_children() <= zombies_before
 
 
+def test_a_cancelled_slow_child_is_reaped_by_the_loop_when_no_thread_can_be_started(
+    root: Path, fast: SubprocessRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_thread(_pidfd: int, _then: object) -> None:
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(runner_module, "exits_within", lambda _pidfd, _seconds: False)
+    monkeypatch.setattr(runner_module, "after_exit", no_thread)
+    spec = script_skill(root, CANCEL_SCRIPT, timeout=30)
+    folder = root / "skill"
+    zombies_before = zombie_children()
+
+    async def scenario() -> None:
+        await fast.run(script_skill(root, "#!/bin/sh\necho '{}'\n", folder="warm"), b"{}")
+        fds_before = open_fds()  # this loop's and the runner's descriptors included
+        run = asyncio.ensure_future(fast.run(spec, b"{}"))
+        await until((folder / "gc.pid").exists, what="the grandchild")
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):  # not the RuntimeError
+            await run
+        await until(lambda: open_fds() == fds_before, what="the killed child's pidfd to close")
+
+    asyncio.run(scenario())
+    assert_gone(read_int_file(folder / "main.pid"), read_int_file(folder / "gc.pid"))
+    assert zombie_children() <= zombies_before
+
+
 # --------------------------------------------------------------------------------------------
 # Concurrency and leaks
 # --------------------------------------------------------------------------------------------

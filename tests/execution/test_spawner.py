@@ -22,6 +22,7 @@ from ongrid_skills.execution.spawner import (
     HelperSpawner,
     PopenSpawner,
     Spawner,
+    reap_by_pidfd,
     spawner,
 )
 from tests.support.processes import open_fds
@@ -182,3 +183,21 @@ def test_an_entry_that_cannot_be_executed_raises_oserror_and_leaves_nothing_open
         assert raised.value.errno is not None
         assert raised.value.strerror
     assert open_fds() == before
+
+
+@pytest.mark.parametrize(
+    ("code", "expected"),
+    [("exit 3", 3), ("kill -KILL $$", -9)],
+    ids=["exit-status", "signal"],
+)
+def test_reaping_through_the_pidfd_gives_the_exit_code_in_popens_convention(
+    code: str, expected: int
+) -> None:
+    proc = subprocess.Popen(["/bin/sh", "-c", code])
+    pidfd = os.pidfd_open(proc.pid)
+    try:
+        assert reap_by_pidfd(pidfd, proc.pid) == expected
+        assert reap_by_pidfd(pidfd, proc.pid) is None  # reaped: nothing is left to take
+    finally:
+        os.close(pidfd)
+        proc.returncode = expected  # reaped here: subprocess must not wait for it again

@@ -58,3 +58,22 @@ def test_a_commit_settling_after_the_loop_closed_still_takes_the_timeline_out_of
     assert len(hub) == 1
     settled.set_result(None)
     assert len(hub) == 0
+
+
+def test_a_commit_settling_while_the_loop_is_stopped_but_not_closed_leaves_no_timeline_behind() -> (
+    None
+):
+    hub = EventHub()
+    settled: Future[None] = Future()
+    loop = asyncio.new_event_loop()
+
+    async def main() -> None:
+        hub.open("e1")
+        hub.close_when("e1", settled)
+
+    try:
+        loop.run_until_complete(main())  # stopped, not closed: a callback posted now never runs
+        settled.set_result(None)
+        assert len(hub) == 0
+    finally:
+        loop.close()

@@ -3,9 +3,9 @@
 One call = one child, spawned directly (argv ``[entry]``, no shell) in a new session, cwd = the
 skill's folder, environment = exactly the allowed names, by the spawn helper or ``subprocess``
 (:mod:`ongrid_skills.execution.spawner`). Everything after the spawn is driven by the event loop
-without threads: the pipes are non-blocking, and they and the child's pidfd are watched through
-the runner's poller (:mod:`ongrid_skills.execution.poller`, one loop reader for all its calls).
-This module owns that state machine: spawn, stdin,
+(a thread only reaps a cancelled call's child that outlives its SIGKILL): the pipes are
+non-blocking, and they and the pidfd are watched through the runner's poller
+(:mod:`ongrid_skills.execution.poller`). This module owns that state machine: spawn, stdin,
 draining, exit, SIGTERM → 2 s → SIGKILL on timeout, ≤ 1 s for the pipes to close once the main
 process has exited (then the group is killed), reaping, and the verdict from the exit status.
 What the bytes mean is not decided here: stdout goes to :mod:`ongrid_skills.execution.wire`
@@ -14,14 +14,10 @@ budget, tail), and the outcome is :mod:`ongrid_skills.execution.verdict`'s. Desc
 escaped the group (``setsid`` daemons) are found by the orphan sweeper
 (:mod:`ongrid_skills.execution.reaper`) and killed after the call that left them.
 
-Children die with their manager, however it dies (:mod:`ongrid_skills.execution.supervision`):
-each call's session is written to a group record after the spawn and blanked before the reap,
-and one sentinel process per manager kills what is recorded when the manager's pipe to it closes.
-Why not ``PR_SET_PDEATHSIG``: it needs ``preexec_fn`` (which forces ``fork``, milliseconds per
-call) or a helper exec'd before the entry (one more exec per call, as much as the call itself);
-it fires when the spawning *thread* exits, not the process; and it reaches only the child, not
-its grandchildren. The record costs two memory stores per call; the sentinel, nothing until the
-end.
+Children die with their manager, however it dies (:mod:`ongrid_skills.execution.supervision`,
+which says why not ``PR_SET_PDEATHSIG``): each call's session is written to a group record after
+the spawn and blanked before the reap, and one sentinel process per manager kills what is
+recorded when the manager's pipe to it closes.
 
 It must never use a shell, inherit the manager's environment, block the event loop, or reap a
 child before its process group was killed (see :meth:`_Call.finish`).
@@ -54,6 +50,7 @@ from ongrid_skills.execution.spawner import (
     after_exit,
     exits_within,
     reap,
+    reap_by_pidfd,
     spawner,
     wait_no_reap,
 )
@@ -443,9 +440,8 @@ class _Call:
 
         A SIGKILLed process is normally gone at once, so it is reaped right here: the event loop
         may be about to close (``asyncio.run`` around a cancelled ``wait_for``), and a reader
-        that never fires would leak the pidfd. Only a child that does not die within
-        ``ABANDON_REAP_SECONDS`` (uninterruptible sleep) is reaped later, by a thread waiting
-        for its exit (not by the loop, for the same reason).
+        that never fires would leak the pidfd. A child that outlives ``ABANDON_REAP_SECONDS``
+        (uninterruptible sleep) is reaped by a thread waiting for its exit, for that reason.
         """
         for timer in self.timers:
             timer.cancel()
@@ -457,29 +453,35 @@ class _Call:
         if pidfd is not None and not self.exited:
             self.poller.remove(pidfd)
             if not exits_within(pidfd, ABANDON_REAP_SECONDS):
-                after_exit(pidfd, functools.partial(self._reaped_late, then))
+                late = functools.partial(self._reaped_late, then)
+                try:
+                    after_exit(pidfd, late)
+                except RuntimeError:  # no thread to be had: the loop's reader, as a last resort
+                    self.poller.add(pidfd, late)
                 return
         self._finish_quietly(then)
 
     def _reaped_late(self, then: Callable[[], object] | None) -> None:
-        # In the waiting thread: the reap is this call's alone. The sweep must see every spawn
-        # of the loop's other calls as it happens, so it runs on that loop; once the loop has
-        # closed, what the call left is for the next call's sweep.
+        # In the waiting thread (or, failing one, on the loop). The sweep must see the other
+        # calls' spawns as they happen: it runs on the loop, or at the next call once closed.
+        if self.pidfd is not None:
+            self.poller.remove(self.pidfd)  # watched only on the loop's path
         self._finish_quietly()
-        if then is not None:
+        if then is not None:  # a sweep that fails there is reported by the loop's handler
             with contextlib.suppress(RuntimeError):
                 self.loop.call_soon_threadsafe(then)
 
     def _finish_quietly(self, then: Callable[[], object] | None = None) -> None:
         self._unrecord()
-        with contextlib.suppress(Exception):
-            self.status = reap(self.pid)
+        with contextlib.suppress(Exception):  # by pidfd: another call's sweep may take the pid
+            pidfd = self.pidfd
+            self.status = reap(self.pid) if pidfd is None else reap_by_pidfd(pidfd, self.pid)
             self.child.reaped(self.status)
         if self.pidfd is not None:
             os.close(self.pidfd)
             self.pidfd = None
         if then is not None:
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(Exception):  # in a cancellation: it must not replace it
                 then()
 
     def _unrecord(self) -> None:

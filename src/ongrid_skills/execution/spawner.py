@@ -296,6 +296,20 @@ def reap(pid: int) -> int | None:
         return os.waitstatus_to_exitcode(status)
 
 
+def reap_by_pidfd(pidfd: int, pid: int) -> int | None:
+    """:func:`reap` through the child's pidfd where the platform has ``P_PIDFD``: it can never
+    reach another process that took the pid after something else reaped this one."""
+    if not hasattr(os, "P_PIDFD"):
+        return reap(pid)
+    try:
+        found = os.waitid(os.P_PIDFD, pidfd, os.WEXITED)
+    except ChildProcessError:
+        return None
+    if found is None:  # pragma: no cover - only with WNOHANG
+        return None
+    return found.si_status if found.si_code == os.CLD_EXITED else -found.si_status
+
+
 # ---- choosing and building --------------------------------------------------------------------
 
 

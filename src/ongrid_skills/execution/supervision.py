@@ -17,6 +17,12 @@ The sentinel stays in the manager's session (its own process group, so a termina
 not reach it): the orphan sweeper (:mod:`ongrid_skills.execution.reaper`) leaves children of the
 manager's own session alone. Not for other platforms: off Linux, supervision is off.
 
+Why not ``PR_SET_PDEATHSIG``: it needs ``preexec_fn`` (which forces ``fork``, milliseconds per
+call) or a helper exec'd before the entry (one more exec per call, as much as the call itself);
+it fires when the spawning *thread* exits, not the process; and it reaches only the child, not
+its grandchildren. The record costs two memory stores per call; the sentinel, nothing until the
+end.
+
 It must never block a call on the sentinel (a dead one is replaced, a missing one only logged),
 and never let a forked child inherit the pipe (the sentinel would outlive the manager).
 """

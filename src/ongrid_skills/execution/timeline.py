@@ -12,7 +12,7 @@ the store.
 from __future__ import annotations
 
 import asyncio
-import functools
+import contextlib
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
@@ -98,19 +98,20 @@ class EventHub:
 
     def close_when(self, execution_id: str, settled: Future[None]) -> None:
         """:meth:`close` once ``settled`` (a future of another thread: the commit of the
-        call's outcome) is done; at once when it is. Called on the timeline's event loop. If that
-        loop has closed by then, nobody can follow the timeline: it only leaves the hub."""
+        call's outcome) is done; at once when it is. Called on the timeline's event loop."""
         if settled.done():
             self.close(execution_id)
             return
         loop = asyncio.get_running_loop()
-        close = functools.partial(self.close, execution_id)
 
         def closing(_settled: Future[None]) -> None:
-            try:
-                loop.call_soon_threadsafe(close)
-            except RuntimeError:  # the loop has closed: nobody follows, only leave the hub
-                self._timelines.pop(execution_id, None)
+            # In the committing thread: the timeline leaves the hub at once (one dict operation;
+            # whoever looks from now on reads the committed store), and its followers are woken
+            # on their loop. A loop that has stopped or closed has no followers left to wake.
+            timeline = self._timelines.pop(execution_id, None)
+            if timeline is not None:
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(timeline.finish)
 
         settled.add_done_callback(closing)
 
