@@ -258,11 +258,12 @@ def _pidfd_open(pid: int) -> int | None:
 # ---- waiting for and reaping a child --------------------------------------------------------
 
 
-def exits_within(pidfd: int, seconds: float) -> bool:
-    """Wait at most ``seconds`` for the process behind ``pidfd`` to exit."""
+def exits_within(pidfd: int, seconds: float | None) -> bool:
+    """Wait at most ``seconds`` (None: for as long as it takes) for the process behind
+    ``pidfd`` to exit."""
     poller = select.poll()
     poller.register(pidfd, select.POLLIN)
-    return bool(poller.poll(seconds * 1000))
+    return bool(poller.poll(None if seconds is None else seconds * 1000))
 
 
 def after_exit(pidfd: int, then: Callable[[], object]) -> None:
@@ -270,9 +271,7 @@ def after_exit(pidfd: int, then: Callable[[], object]) -> None:
     child that outlives its SIGKILL (uninterruptible sleep), whose event loop may close first."""
 
     def wait() -> None:
-        poller = select.poll()
-        poller.register(pidfd, select.POLLIN)
-        poller.poll()
+        exits_within(pidfd, None)
         then()
 
     threading.Thread(target=wait, name="ongrid-reap", daemon=True).start()
@@ -464,9 +463,11 @@ __all__ = [
     "PopenSpawner",
     "SpawnPool",
     "Spawner",
+    "after_exit",
     "cache_dirs",
     "exits_within",
     "reap",
+    "reap_by_pidfd",
     "spawner",
     "wait_no_reap",
 ]
