@@ -56,7 +56,7 @@ def canonical(path: str) -> str:
     resolve = _libc_realpath()
     if resolve is not None:
         raw = os.fsencode(path)
-        if b"\0" in raw:
+        if 0 in raw:  # the byte as an int: `b"\0" in` raises and formats a TypeError first
             raise ValueError("embedded null byte")
         buffer = ctypes.create_string_buffer(_PATH_MAX)
         found = resolve(raw, buffer)

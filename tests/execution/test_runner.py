@@ -487,6 +487,30 @@ def test_a_hung_skill_is_sent_sigterm_at_its_timeout_and_the_call_is_timed_out(
     assert_gone(read_int_file(root / "skill" / "main.pid"))
 
 
+def test_a_hung_call_started_after_a_longer_one_still_times_out_at_its_own_deadline(
+    root: Path,
+) -> None:
+    # The calls of a runner share one timer, armed at the earliest deadline: a later call with
+    # a shorter timeout must re-arm it, and the longer call must keep running past it.
+    runner = SubprocessRunner(kill_grace=5, linger=0.2)
+    slow_body = "#!/bin/sh\nsleep 1\necho '{\"slow\": 1}'\n"
+    slow = script_skill(root, slow_body, folder="slow", timeout=30)
+    hung = script_skill(root, "#!/bin/sh\nexec sleep 30\n", folder="hung", timeout=0.3)
+
+    async def both() -> tuple[RunOutcome, RunOutcome]:
+        first = asyncio.ensure_future(runner.run(slow, b"{}"))
+        await until(lambda: runner.calls == 1, "the slow call's spawn")  # its deadline is in
+        hung_outcome = await runner.run(hung, b"{}")  # while the slow one runs
+        assert not first.done()
+        return await first, hung_outcome
+
+    slow_outcome, hung_outcome = asyncio.run(both())
+    assert hung_outcome.status == Status.TIMED_OUT and hung_outcome.signal == "SIGTERM"
+    assert hung_outcome.duration_ms is not None
+    assert 250 <= hung_outcome.duration_ms < 900  # at its own 0.3 s, not at the other's 30 s
+    assert slow_outcome.status == Status.SUCCEEDED and slow_outcome.result == {"slow": 1}
+
+
 def test_a_skill_ignoring_sigterm_with_grandchildren_is_killed_after_the_grace(
     root: Path,
 ) -> None:

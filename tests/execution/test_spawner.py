@@ -161,6 +161,7 @@ def test_a_payload_bigger_than_the_pipe_is_written_in_part_and_stdin_left_open(
         ({"A=B": "x"}, "illegal environment variable name"),
         ({"": "x"}, "illegal environment variable name"),
         ({"A": "x\0y"}, "embedded null byte"),
+        ({"A\0B": "x"}, "embedded null byte"),
     ],
 )
 def test_a_bad_environment_is_refused_before_anything_starts(
@@ -169,6 +170,16 @@ def test_a_bad_environment_is_refused_before_anything_starts(
     before = open_fds()
     with pytest.raises(ValueError, match=message):
         each.spawn("/bin/cat", "/", env, b"", -1)
+    assert open_fds() == before
+
+
+@pytest.mark.parametrize(("path", "cwd"), [("/bin/cat\0x", "/"), ("/bin/cat", "/\0tmp")])
+def test_a_nul_byte_in_the_entry_or_the_folder_is_refused_before_anything_starts(
+    each: Spawner, path: str, cwd: str
+) -> None:
+    before = open_fds()
+    with pytest.raises(ValueError, match="embedded null byte"):
+        each.spawn(path, cwd, {}, b"", -1)
     assert open_fds() == before
 
 

@@ -39,6 +39,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from ongrid_skills.execution.deadlines import LoopDeadlines
 from ongrid_skills.execution.poller import LoopPoller, Poller, new_poller
 from ongrid_skills.execution.reaper import OrphanReaper
 from ongrid_skills.execution.records import ErrorInfo, Event, EventSink, Status
@@ -118,6 +119,7 @@ class SubprocessRunner:
         self.spawn_mode: Mode = spawn
         self.spawner: Spawner | None = None  # chosen on the first call (may build the helper)
         self._poller: Poller | None = None
+        self.deadlines = LoopDeadlines()  # the timeouts of its calls, one timer per loop
         self.pool = SpawnPool()
         self.calls = 0  # calls of this runner between spawn and end
 
@@ -198,6 +200,7 @@ class SubprocessRunner:
         call = _Call(self, loop, poller, child, payload, spec.timeout_seconds, on_event)
         if record is not None:
             call.record, call.slot = record, slot
+        known = record.known_children if record is not None else ()  # not orphans: the sentinel
         try:
             await call.done
         except BaseException:
@@ -208,7 +211,7 @@ class SubprocessRunner:
             sweep: Callable[[], object] | None = None
             if reaper is not None:
                 reaper.call_ended(pid)
-                sweep = functools.partial(reaper.sweep, pid, self._known_children())
+                sweep = functools.partial(reaper.sweep, pid, known)
             call.abandon(sweep)
             raise
         self.calls -= 1
@@ -216,19 +219,12 @@ class SubprocessRunner:
         orphans = 0
         if reaper is not None:
             reaper.call_ended(pid)
-            orphans = reaper.sweep(pid, self._known_children())
+            orphans = reaper.sweep(pid, known)
         outcome = call.outcome()
         outcome.orphans_killed = orphans
         outcome.started_at = started_wall
         outcome.duration_ms = round((time.monotonic() - started) * 1000, 3)
         return outcome
-
-    def _known_children(self) -> tuple[int, ...]:
-        """Children of this process that are not a call's leftovers (the sentinel)."""
-        if self.record is None:
-            return ()
-        pid = self.record.owner.sentinel_pid
-        return () if pid is None else (pid,)
 
 
 class _Call:
@@ -236,6 +232,7 @@ class _Call:
 
     __slots__ = (
         "child",
+        "deadlines",
         "done",
         "err",
         "err_fd",
@@ -303,7 +300,9 @@ class _Call:
         self.payload = memoryview(payload)[child.written :] if child.stdin is not None else None
         if self.stdin is not None:  # the pipe was full: the rest goes as the child reads
             loop.add_writer(self.stdin, self._on_writable)
-        self.timers: list[asyncio.TimerHandle] = [loop.call_later(timeout, self._on_timeout)]
+        self.timers: list[asyncio.TimerHandle] = []  # the kill grace's and the linger's
+        self.deadlines = runner.deadlines.on(loop)
+        self.deadlines.add(self, timeout, self._on_timeout)
 
     # ---- events ---------------------------------------------------------------------------
     def _emit(self, event: Event) -> None:
@@ -417,6 +416,7 @@ class _Call:
 
     def finish(self) -> None:
         """The call is done (exited, pipes at EOF): kill what is left of the group, reap."""
+        self.deadlines.discard(self)
         for timer in self.timers:
             timer.cancel()
         self._close_stdin()
@@ -443,6 +443,7 @@ class _Call:
         that never fires would leak the pidfd. A child that outlives ``ABANDON_REAP_SECONDS``
         (uninterruptible sleep) is reaped by a thread waiting for its exit, for that reason.
         """
+        self.deadlines.discard(self)
         for timer in self.timers:
             timer.cancel()
         self._kill_group(signal.SIGKILL)  # before the reap, as in finish

@@ -159,7 +159,7 @@ class HelperSpawner:
         self, path: str, cwd: str, env: Mapping[str, str], payload: bytes, epoll_fd: int
     ) -> Child:
         raw_path, raw_cwd = os.fsencode(path), os.fsencode(cwd)
-        if b"\0" in raw_path or b"\0" in raw_cwd:  # C would silently cut the string there
+        if 0 in raw_path or 0 in raw_cwd:  # C would silently cut the string there
             raise ValueError("embedded null byte")
         blob = b"".join([_env_entry(name, value) for name, value in env.items()])
         out = (ctypes.c_long * 7)()
@@ -220,12 +220,16 @@ def _discard(future: Future[Child]) -> None:
         child.reaped(os.waitstatus_to_exitcode(status))
 
 
+_EQUALS = ord("=")
+
+
 def _env_entry(name: str, value: str) -> bytes:
     """``NAME=value`` and its NUL, refused like ``subprocess`` refuses it."""
     raw_name, raw_value = os.fsencode(name), os.fsencode(value)
-    if not raw_name or b"=" in raw_name:
+    # Bytes as ints: `b"=" in` first tries the needle as an int, raising a TypeError each time.
+    if not raw_name or _EQUALS in raw_name:
         raise ValueError("illegal environment variable name")
-    if b"\0" in raw_name or b"\0" in raw_value:
+    if 0 in raw_name or 0 in raw_value:
         raise ValueError("embedded null byte")
     return raw_name + b"=" + raw_value + b"\0"
 

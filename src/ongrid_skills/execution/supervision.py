@@ -83,6 +83,12 @@ class GroupRecord:
         return memoryview(mapped).cast("q")
 
     @property
+    def known_children(self) -> tuple[int, ...]:
+        """Children of this process that are not a call's leftovers (the sentinel)."""
+        pid = self.owner.sentinel_pid
+        return () if pid is None else (pid,)
+
+    @property
     def live(self) -> int:
         """How many calls the record holds as running now (read back from the file)."""
         return len(sentinel.read_record_fd(self.fd))

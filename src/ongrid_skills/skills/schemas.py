@@ -85,11 +85,15 @@ def may_need_compiling(raw: bytes) -> bool:
 
     Each prefix is looked for only once a part of it that JSON text rarely holds is there
     (``$``, ``pattern``, a backslash): a search for a needle starting with ``"`` stops at every
-    string of the manifest. 0.7 µs a manifest instead of 1.9 µs (``bench/README.md``)."""
+    string of the manifest. 0.7 µs a manifest instead of 1.9 µs (``bench/README.md``).
+
+    ``find``, not ``in``: ``needle in raw`` first tries the needle as an integer (a byte value),
+    which raises and formats a TypeError for every bytes needle (0.8 → 0.5 µs a manifest)."""
+    find = raw.find
     return (
-        (b"$" in raw and b'"$' in raw)
-        or (b"pattern" in raw and b'"pattern' in raw)
-        or (b"\\" in raw and b"\\u" in raw)
+        (find(b"$") >= 0 and find(b'"$') >= 0)
+        or (find(b"pattern") >= 0 and find(b'"pattern') >= 0)
+        or (find(b"\\") >= 0 and find(b"\\u") >= 0)
     )
 
 
