@@ -12,6 +12,10 @@ Per-call latency comes from ``--blocks`` short serial blocks per side, the sides
 side's figure is its best block p50 (the median block p50 is reported too). Throughput: every
 level of every side, ``--sweep-reps`` times, rotated likewise; best per level.
 
+The Python sides run on the event loop the commands run the runner on (``--loop commands``:
+``ongrid_skills.doors.cli.eventloop``, uvloop where it is installed); ``--loop asyncio`` measures
+them on asyncio's own loop, as an embedder of the Python API on that loop would run them.
+
 Targets (SPEC §15): runner p50 ≤ 1.3× floor p50; runner best calls/s ≥ 0.7× floor best.
 
     .venv/bin/python bench/bench_runner.py [--blocks 8] [--block-calls 250] [--sweep-calls 600]
@@ -33,11 +37,11 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -58,6 +62,7 @@ TARGET_THROUGHPUT_RATIO = 0.7
 SKILL_NAME = "c_child"
 
 Call = Callable[[], Awaitable[None]]
+T = TypeVar("T")
 
 
 @dataclass
@@ -283,6 +288,7 @@ class Options:
     execute: bool = True
     unsupervised: bool = False
     verbose: bool = True
+    loop: str = "commands"  # the commands' loop (uvloop where installed), or asyncio, uvloop
 
 
 def _rotated(sides: list[Side], r: int) -> list[Side]:
@@ -326,6 +332,7 @@ async def _bench(binaries: CBinaries, tree: SkillTree, opts: Options) -> dict[st
     floor, runner = sides[0].result, sides[1].result
     by_name = {side.name: side.result for side in sides}
     out: dict[str, Any] = {
+        "loop": type(asyncio.get_running_loop()).__module__.partition(".")[0],
         "block_calls": opts.block_calls,
         "blocks": opts.blocks,
         "sweep_calls": opts.sweep_calls,
@@ -362,7 +369,22 @@ def run_bench(opts: Options) -> dict[str, Any]:
     """Build the C floor, run every measurement, return the figures (raises SkipBench)."""
     binaries = build_c()
     with skill_tree(binaries) as tree:
-        return asyncio.run(_bench(binaries, tree, opts))
+        return run_on(opts.loop, _bench(binaries, tree, opts))
+
+
+def run_on(loop: str, main: Coroutine[Any, Any, T]) -> T:
+    """Run ``main`` on ``loop``: ``commands`` is the loop the commands run the runner on
+    (``ongrid_skills.doors.cli.eventloop``: uvloop where installed), ``asyncio`` asyncio's own,
+    ``uvloop`` uvloop."""
+    if loop == "commands":
+        from ongrid_skills.doors.cli.eventloop import run_until_done
+
+        return run_until_done(main)
+    if loop == "uvloop":
+        import uvloop
+
+        return uvloop.run(main)
+    return asyncio.run(main)
 
 
 def report_lines(res: dict[str, Any]) -> list[str]:
@@ -380,6 +402,7 @@ def report_lines(res: dict[str, Any]) -> list[str]:
         )
 
     lines = [
+        f"(the Python sides on {res['loop']}'s event loop)",
         side("C floor", floor),
         side("runner", runner),
         f"  per call {res['runner_call_ratio']:.2f}× floor (median blocks"
@@ -427,7 +450,7 @@ def profile(opts: Options, calls: int, out: TextIO | None = None) -> None:
                 print(f"=== {name}: by cumulative time ===", file=stream)
                 pstats.Stats(prof, stream=stream).sort_stats("cumulative").print_stats(40)
 
-        asyncio.run(go())
+        run_on(opts.loop, go())
 
 
 def parse_args(argv: list[str] | None) -> tuple[Options, argparse.Namespace]:
@@ -454,6 +477,13 @@ def parse_args(argv: list[str] | None) -> tuple[Options, argparse.Namespace]:
         action="store_true",
         help="also measure the runner without group record and sentinel, interleaved",
     )
+    p.add_argument(
+        "--loop",
+        choices=("commands", "asyncio", "uvloop"),
+        default=Options.loop,
+        help="the event loop of the Python sides: the one the commands run on (default),"
+        " asyncio's own, or uvloop",
+    )
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.add_argument("--profile", type=int, metavar="N", help="cProfile N serial calls instead")
     p.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
@@ -467,6 +497,7 @@ def parse_args(argv: list[str] | None) -> tuple[Options, argparse.Namespace]:
         concurrencies=tuple(int(c) for c in ns.concurrency.split(",") if c.strip()),
         execute=not ns.no_execute,
         unsupervised=ns.unsupervised,
+        loop=ns.loop,
     )
     return opts, ns
 

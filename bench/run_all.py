@@ -40,7 +40,8 @@ def _v(ok: bool) -> str:
 def runner_rows(r: dict[str, Any]) -> list[str]:
     fl, ru = r["floor"], r["runner"]
     rows = [
-        f"| Runner, one call (p50, concurrency 1) | {ru['p50_us']:,.0f} µs"
+        f"| Runner, one call (p50, concurrency 1, on {r.get('loop', 'asyncio')})"
+        f" | {ru['p50_us']:,.0f} µs"
         f" | {fl['p50_us']:,.0f} µs (C, serial) | {r['runner_call_ratio']:.2f}×"
         f" (median blocks {r['runner_call_ratio_median']:.2f}×)"
         f" | ≤ {bench_runner.TARGET_CALL_RATIO}× | {_v(r['runner_call_ok'])} |",

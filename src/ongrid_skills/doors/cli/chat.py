@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ongrid_skills.doors.cli.eventloop import run_until_done
 from ongrid_skills.errors import SkillError
 from ongrid_skills.execution.records import Event
 from ongrid_skills.governance.principal import Principal, local_user
@@ -65,7 +66,7 @@ def chat(
     settings = _settings(stored, obj.skills_dirs, provider, base_url)
     view = Terminal(interactive=message is None)
     try:
-        code = asyncio.run(_chat(settings, obj, persona, message, model, as_json, view))
+        code = run_until_done(_chat(settings, obj, persona, message, model, as_json, view))
     except KeyboardInterrupt:
         click.echo("\nongrid-skills: interrupted", err=True)
         code = EXIT_INTERRUPTED

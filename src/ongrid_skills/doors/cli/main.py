@@ -10,7 +10,6 @@ like the Python API, or through a server's REST API (:mod:`ongrid_skills.doors.c
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import os
@@ -30,6 +29,7 @@ from ongrid_skills.doors.cli import pack_install as cli_pack_install
 from ongrid_skills.doors.cli import server as cli_server
 from ongrid_skills.doors.cli import worker as cli_worker
 from ongrid_skills.doors.cli.context import Context
+from ongrid_skills.doors.cli.eventloop import run_until_done
 from ongrid_skills.doors.cli.exits import (
     EXIT_DENIED,
     EXIT_FAILED,
@@ -261,7 +261,7 @@ def run(
                 if not as_json:
                     view.event(event)
 
-            execution = asyncio.run(
+            execution = run_until_done(
                 execute(
                     registry,
                     name,

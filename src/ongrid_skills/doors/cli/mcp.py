@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from ongrid_skills.doors.cli.eventloop import run_until_done
 from ongrid_skills.errors import SkillError
 from ongrid_skills.governance.principal import Principal, local_user
 from ongrid_skills.settings import Settings
@@ -56,7 +57,7 @@ def mcp_command(ctx: click.Context, persona: str | None, watch: bool) -> None:
     if extra:
         settings = dataclasses.replace(settings, external_dirs=(*settings.external_dirs, *extra))
     try:
-        asyncio.run(_serve(settings, persona, watch, ctx.obj.loader_line))
+        run_until_done(_serve(settings, persona, watch, ctx.obj.loader_line))
     except SkillError as exc:
         click.echo(f"ongrid-skills: {exc.message}", err=True)
         sys.exit(2)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ongrid_skills.doors.cli import output, remote_commands
+from ongrid_skills.doors.cli import eventloop, output, remote_commands
 from ongrid_skills.doors.cli.remote import fail as _fail
 from ongrid_skills.errors import SkillError
 from ongrid_skills.execution.records import iso
@@ -84,6 +84,7 @@ def serve(ctx: click.Context, host: str, port: int, watch: bool, access_log: boo
         access_log=access_log,
         http=BoundedHttpTools,
         h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES,
+        loop=eventloop.chosen(),
     )
     server = GracefulServer(config)
     try:

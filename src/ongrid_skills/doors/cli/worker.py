@@ -21,6 +21,7 @@ from typing import Any
 
 import click
 
+from ongrid_skills.doors.cli.eventloop import run_until_done
 from ongrid_skills.doors.cli.remote import Remote, remote_options
 from ongrid_skills.errors import SkillError
 
@@ -73,7 +74,7 @@ def worker(ctx: click.Context, host_id: str | None, label_pairs: tuple[str, ...]
     dirs = (*settings.external_dirs, *ctx.obj.skills_dirs)
     settings = dataclasses.replace(settings, external_dirs=dirs)
     try:
-        asyncio.run(_work(settings, host, labels, trusted, ctx.obj.loader_line))
+        run_until_done(_work(settings, host, labels, trusted, ctx.obj.loader_line))
     except SkillError as exc:
         raise click.ClickException(exc.message) from None
     click.echo(f"ongrid-skills: worker {host} stopped")
