@@ -11,12 +11,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import uvloop
 
 from ongrid_skills.builtins.base import BuiltinContext, BuiltinFailure
 from ongrid_skills.builtins.journal import read_journal
+from ongrid_skills.execution.runner import SubprocessRunner
 from tests.support.builtins import assert_schema
 from tests.support.processes import alive
-from tests.support.waiting import wait_for
+from tests.support.runner import script_skill
+from tests.support.waiting import until, wait_for
 
 Fake = Callable[[str], Path]
 
@@ -182,6 +185,30 @@ def test_hanging_journalctl_is_killed_at_the_timeout(fake: Fake, tmp_path: Path)
     assert time.monotonic() - started < 5
     grandchild = int((tmp / "grandchild").read_text())
     wait_for(lambda: not alive(grandchild), "the process group to be killed", timeout=5)
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_a_skill_call_ending_while_journalctl_runs_leaves_it_to_finish(
+    fake: Fake, tmp_path: Path, loop: str
+) -> None:
+    # journalctl runs in a session of its own, like a skill's setsid daemon; the orphan sweep at
+    # the end of a skill call must not kill and reap it (on uvloop its wait then never ended).
+    go = tmp_path / "go"
+    fake(f"while [ ! -e '{go}' ]; do sleep 0.01; done\n" + emit(NGINX))
+    spec = script_skill(tmp_path / "skills", "#!/bin/sh\necho '{}'\n")
+    runner = SubprocessRunner()
+
+    async def scenario() -> dict[str, Any]:
+        ctx = BuiltinContext(emit=lambda kind, data: None)
+        reading = asyncio.ensure_future(read_journal(ctx, timeout_ms=20000))
+        await until((tmp_path / "argv").exists, "journalctl to start")
+        # It ends, and sweeps for orphans (what earlier tests left may be swept too).
+        assert (await runner.run(spec, b"{}")).status == "succeeded"
+        go.touch()
+        return await asyncio.wait_for(reading, 15)
+
+    result = uvloop.run(scenario()) if loop == "uvloop" else asyncio.run(scenario())
+    assert [entry["message"] for entry in result["entries"]] == ["upstream timed out"]
 
 
 @pytest.mark.parametrize(

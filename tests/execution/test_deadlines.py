@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import uvloop
+
 from ongrid_skills.execution.deadlines import Deadlines, LoopDeadlines
 from tests.support.waiting import until
 
@@ -113,3 +115,37 @@ def test_a_runner_keeps_one_deadlines_per_loop_and_a_busy_one_is_not_taken_over(
     finally:
         first_loop.close()
         second_loop.close()
+
+
+class _Counted(Deadlines):
+    """Deadlines that count the passes of their timer."""
+
+    __slots__ = ("passes",)
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(loop)
+        self.passes = 0
+
+    def _fire(self) -> None:
+        self.passes += 1
+        super()._fire()
+
+
+def test_on_uvloop_a_timer_firing_early_waits_a_millisecond_instead_of_spinning() -> None:
+    # uvloop counts whole milliseconds: a timer may fire half a millisecond before its deadline.
+    # Re-armed at that same deadline it would fire again on every loop iteration until then.
+    async def scenario() -> list[tuple[int, float]]:
+        loop = asyncio.get_running_loop()
+        seen: list[tuple[int, float]] = []
+        for delay in (0.0505, 0.0302, 0.0107, 0.0401, 0.0209, 0.0503, 0.0306, 0.0108):
+            deadlines = _Counted(loop)
+            fired: dict[str, float] = {}
+            due = loop.time() + delay
+            deadlines.add("call", delay, _fired_at(loop, fired, "call"))
+            await until(lambda fired=fired: "call" in fired, "the deadline", 5)
+            seen.append((deadlines.passes, fired["call"] - due))
+        return seen
+
+    for passes, late_by in uvloop.run(scenario()):
+        assert passes <= 3, f"the timer ran {passes} times for one deadline"
+        assert late_by >= 0, "fired before its deadline"

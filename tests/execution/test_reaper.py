@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from ongrid_skills.builtins import processes
+from ongrid_skills.builtins.processes import started_here
 from ongrid_skills.execution.reaper import OrphanReaper
 from tests.support.processes import alive, kill_quietly, pid_gone, proc_stat
 from tests.support.runner import assert_gone, canonical_dir, read_int_file
@@ -95,6 +97,38 @@ def test_the_sweep_does_not_kill_a_process_in_the_managers_own_session(
     reaper.sweep(12345678)
     assert alive(mine.pid)
     assert mine.poll() is None
+
+
+def test_the_sweep_spares_a_process_a_built_in_started_in_a_session_of_its_own(
+    reaper: OrphanReaper, work: Path, cleanup: list[Held]
+) -> None:
+    # What read_journal does with journalctl: a session of its own, so its group can be killed.
+    with started_here() as name:
+        tool = subprocess.Popen(["sleep", "30"], start_new_session=True)
+        cleanup.append(tool)
+        name(tool.pid)
+        started = proc_stat(tool.pid)
+        assert started is not None and started[3] == tool.pid != reaper.own_sid
+        ended = start_call("exit 0", work)  # a call that ends after the tool started
+        ended.wait()
+        assert reaper.sweep(ended.pid) == 0  # named: spared
+        assert tool.pid in processes.pids()
+        assert alive(tool.pid) and tool.poll() is None
+    assert tool.pid not in processes.pids()
+    assert reaper.sweep(ended.pid) >= 1  # once its built-in is done, an orphan like any other
+    assert_gone(tool.pid)
+
+
+def test_a_child_started_while_a_built_in_starts_one_is_spared_until_its_pid_is_named(
+    reaper: OrphanReaper, work: Path, cleanup: list[Held]
+) -> None:
+    with started_here():  # a built-in between "about to start" and knowing the pid
+        other = subprocess.Popen(["sleep", "30"], start_new_session=True)
+        cleanup.append(other)
+        ended = start_call("exit 0", work)
+        ended.wait()
+        assert reaper.sweep(ended.pid) == 0
+        assert alive(other.pid)
 
 
 def test_the_sweep_does_not_kill_a_live_calls_main_process_nor_its_descendants(

@@ -24,12 +24,14 @@ import re
 import shutil
 import signal
 from collections import deque
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
 from ongrid_skills.builtins.base import BuiltinContext, BuiltinFailure
+from ongrid_skills.builtins.processes import started_here
 from ongrid_skills.builtins.redact import redact
 
 __all__ = ["read_journal"]
@@ -114,6 +116,9 @@ def _entry(record: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+REAP_SECONDS = 5.0  # how long the killed journalctl is waited for at most
+
+
 def _kill_group(proc: asyncio.subprocess.Process) -> None:
     if proc.returncode is None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -170,6 +175,22 @@ async def read_journal(
     if journalctl is None:
         raise BuiltinFailure("journalctl is not available on this host (not found on PATH)")
 
+    # Listed as the built-ins' own while it runs: the orphan sweep after a skill call must not
+    # take it for a skill's daemon (it runs in a session of its own).
+    with started_here() as name:
+        return await _read_journalctl(ctx, journalctl, args, search_path, lines, timeout_ms, name)
+
+
+async def _read_journalctl(
+    ctx: BuiltinContext,
+    journalctl: str,
+    args: list[str],
+    search_path: str,
+    lines: int,
+    timeout_ms: int,
+    name: Callable[[int], None],
+) -> dict[str, Any]:
+    """Run ``journalctl ARGS`` and read its entries (``name`` gets its pid once started)."""
     try:
         proc = await asyncio.create_subprocess_exec(
             journalctl,
@@ -183,6 +204,7 @@ async def read_journal(
         )
     except OSError as exc:
         raise BuiltinFailure(f"cannot run journalctl: {exc.strerror or exc}") from None
+    name(proc.pid)
 
     entries: deque[dict[str, Any]] = deque(maxlen=lines)
     skipped = 0
@@ -245,7 +267,10 @@ async def read_journal(
     finally:
         _kill_group(proc)
         if proc.returncode is None:
-            await proc.wait()
+            # SIGKILLed, it is gone at once; bounded all the same, because an exit that another
+            # waiter reaped is never reported on uvloop, and this wait would then never end.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(proc.wait(), REAP_SECONDS)
 
     if returncode != 0 and not truncated:
         detail = stderr_tail.decode("utf-8", "replace").strip().splitlines()

@@ -10,7 +10,8 @@ discards it when it ends (a dict pop; the timer stays). When the timer fires, th
 deadline has passed are called back and the timer is armed again at the earliest deadline left,
 so no call is timed out early and none later than its own timer would have done it.
 
-It must never call back a call that was discarded, and never call back before its deadline.
+It must never call back a call that was discarded, and never call back before its deadline
+(a millisecond after it at most, see :meth:`Deadlines._fire`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import asyncio
 from collections.abc import Callable
 
 Callback = Callable[[], None]
+_MIN_REARM = 0.001  # seconds: the least a re-armed timer waits (see Deadlines._fire)
 
 
 class Deadlines:
@@ -54,16 +56,26 @@ class Deadlines:
         self.armed_at = float("inf")
         now = self.loop.time()
         passed = [key for key, (when, _cb) in self.due.items() if when <= now]
-        for key in passed:
-            entry = self.due.pop(key, None)  # an earlier callback may have discarded it
-            if entry is None:
-                continue
-            try:
-                entry[1]()
-            except Exception as exc:  # one call's failure must not keep the others running
-                self.loop.call_exception_handler({"message": "a timeout failed", "exception": exc})
-        if self.due:  # re-armed at the earliest one left (at once if the loop's clock lagged)
-            self._arm(min(when for when, _cb in self.due.values()))
+        try:
+            for key in passed:
+                entry = self.due.pop(key, None)  # an earlier callback may have discarded it
+                if entry is None:
+                    continue
+                try:
+                    entry[1]()
+                except Exception as exc:  # one call's failure must not keep the others running
+                    self.loop.call_exception_handler(
+                        {"message": "a timeout failed", "exception": exc}
+                    )
+        finally:  # even past a KeyboardInterrupt: the deadlines left must still be watched
+            if self.due:
+                # Why not at the earliest deadline itself: uvloop fires a timer up to half a
+                # millisecond early (it counts whole milliseconds), and a timer re-armed at a
+                # deadline a fraction of a millisecond away would fire again and again until
+                # the clock reaches it. So at least a millisecond on: a timeout may end a call
+                # up to a millisecond late, never early.
+                soonest = min(when for when, _cb in self.due.values())
+                self._arm(max(soonest, now + _MIN_REARM))
 
 
 class LoopDeadlines:

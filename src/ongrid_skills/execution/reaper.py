@@ -18,8 +18,10 @@ full sweep is skipped. That is the common case, and it saves listing every threa
 and reading each child's ``stat`` after every call.
 
 Processes the manager started itself in a new session through other code would look like
-orphans; ongrid-skills starts none (its sentinel, :mod:`ongrid_skills.execution.supervision`,
-stays in the manager's session for that reason), and embedders who do can disable the sweeper.
+orphans: its sentinel (:mod:`ongrid_skills.execution.supervision`) stays in the manager's session
+for that reason, and the built-ins that start a program in a session of its own list it in
+:mod:`ongrid_skills.builtins.processes`, which the sweep spares. Embedders who start such processes
+otherwise can list them there too, or disable the sweeper.
 
 Order matters: the runner sweeps only after it killed the call's process group and reaped its
 main process (see ``_Call._finish`` in :mod:`ongrid_skills.execution.runner`). Swept earlier,
@@ -40,6 +42,8 @@ import threading
 import time
 from collections.abc import Collection
 
+from ongrid_skills.builtins import processes
+from ongrid_skills.builtins.processes import boot_ticks
 from ongrid_skills.execution.sentinel import proc_stat
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -59,14 +63,6 @@ def _become_subreaper() -> bool:
         return False
 
 
-_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def _boot_ticks() -> float:
-    """Now, in the clock ticks since boot that /proc/<pid>/stat uses for start times."""
-    return time.clock_gettime(time.CLOCK_BOOTTIME) * _TICKS
-
-
 class OrphanReaper:
     """The manager's subreaper bookkeeping: the calls running now, and the sweep after each."""
 
@@ -82,14 +78,14 @@ class OrphanReaper:
     def call_started(self, pid: int) -> None:
         """Note a call's main pid and start time while it runs: its orphans are not swept yet."""
         if self.enabled:
-            self.live[pid] = _boot_ticks()
+            self.live[pid] = boot_ticks()
 
     def spawning(self) -> int:
         """Note a spawn about to start (in another thread, maybe): until :meth:`spawned` names
         its pid, a sweep takes no child started from now on. Returns a key for that."""
         key = -next(self._keys)  # never a pid
         if self.enabled:
-            self.live[key] = _boot_ticks()
+            self.live[key] = boot_ticks()
         return key
 
     def spawned(self, key: int, pid: int) -> None:
@@ -127,8 +123,8 @@ class OrphanReaper:
                 if info is None:
                     continue
                 _state, _group, sid, start = info
-                if sid == self.own_sid or sid in self.live:
-                    continue
+                if sid == self.own_sid or sid in self.live or processes.spared(pid, start):
+                    continue  # the manager's own, a running call, or a built-in's (journalctl)
                 if sid not in ours and any(start >= began - 1 for began in self.live.values()):
                     continue  # may belong to a call still running: a later sweep decides
                 seen.add(pid)
@@ -148,8 +144,10 @@ class OrphanReaper:
         raw = _MainChildren.read()
         if raw is None:
             return True
-        live = self.live
-        return any(int(p) not in live and int(p) not in known for p in raw.split())
+        live, own = self.live, processes.pids()
+        return any(
+            int(p) not in live and int(p) not in known and int(p) not in own for p in raw.split()
+        )
 
 
 class _MainChildren:

@@ -4,6 +4,7 @@ setting that names no loop we can run."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import subprocess
 import warnings
 from pathlib import Path
@@ -66,3 +67,19 @@ def test_run_with_an_unknown_loop_setting_exits_with_the_reason_and_runs_nothing
     ok = run_cli("run", "marker", "{}", **on_asyncio)
     assert ok.returncode == 0, ok.stderr
     assert (skills_root / "marker" / "ran").exists()
+
+
+def test_serve_with_an_unknown_loop_setting_stops_before_binding_or_making_a_store(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+    with socket.socket() as probe:  # a free port, given back before serve is started
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    done = run_cli(
+        "serve", "--port", str(port), ONGRID_DATA_DIR=str(data), ONGRID_EVENT_LOOP="tokio"
+    )
+    assert done.returncode == 1
+    assert "ONGRID_EVENT_LOOP='tokio' is not a known event loop" in done.stderr
+    assert "serving on" not in done.stdout and "Traceback" not in done.stderr
+    assert not data.exists()  # no store and no admin token were made

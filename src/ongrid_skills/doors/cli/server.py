@@ -63,6 +63,7 @@ def serve(ctx: click.Context, host: str, port: int, watch: bool, access_log: boo
     from ongrid_skills.runtime import bootstrap_admin_token  # noqa: PLC0415
 
     settings = ctx.obj.settings()
+    loop = eventloop.chosen()  # a bad ONGRID_EVENT_LOOP stops us before anything is bound or made
     # Bind before announcing anything: "serving on" is said only once the socket is ours.
     try:
         sock = socket.create_server((host, port), family=_family(host), backlog=2048)
@@ -84,7 +85,7 @@ def serve(ctx: click.Context, host: str, port: int, watch: bool, access_log: boo
         access_log=access_log,
         http=BoundedHttpTools,
         h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES,
-        loop=eventloop.chosen(),
+        loop=loop,
     )
     server = GracefulServer(config)
     try:
