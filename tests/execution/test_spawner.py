@@ -25,7 +25,7 @@ from ongrid_skills.execution.spawner import (
     reap_by_pidfd,
     spawner,
 )
-from tests.support.processes import open_fds
+from tests.support.processes import open_fds, open_fds_settled
 from tests.support.runner import require_helper, write_executable
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux spawner")
@@ -167,7 +167,7 @@ def test_a_payload_bigger_than_the_pipe_is_written_in_part_and_stdin_left_open(
 def test_a_bad_environment_is_refused_before_anything_starts(
     each: Spawner, env: dict[str, str], message: str
 ) -> None:
-    before = open_fds()
+    before = open_fds_settled()
     with pytest.raises(ValueError, match=message):
         each.spawn("/bin/cat", "/", env, b"", -1)
     assert open_fds() == before
@@ -177,7 +177,7 @@ def test_a_bad_environment_is_refused_before_anything_starts(
 def test_a_nul_byte_in_the_entry_or_the_folder_is_refused_before_anything_starts(
     each: Spawner, path: str, cwd: str
 ) -> None:
-    before = open_fds()
+    before = open_fds_settled()
     with pytest.raises(ValueError, match="embedded null byte"):
         each.spawn(path, cwd, {}, b"", -1)
     assert open_fds() == before
@@ -187,7 +187,7 @@ def test_an_entry_that_cannot_be_executed_raises_oserror_and_leaves_nothing_open
     each: Spawner, tmp_path: Path
 ) -> None:
     entry = write_executable(tmp_path / "not-a-program", b"\x7fELF garbage", mode=0o755)
-    before = open_fds()
+    before = open_fds_settled()
     for path, cwd in ((str(entry), "/"), ("/nonexistent/program", "/"), ("/bin/cat", "/nope")):
         with pytest.raises(OSError) as raised:
             each.spawn(path, cwd, {}, b"{}", -1)

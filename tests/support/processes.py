@@ -66,11 +66,17 @@ def read_pid(path: Path) -> int | None:
 
 
 def open_fds() -> int:
-    """This process's open descriptors, once the garbage earlier code left is collected: a
-    runner or loop that only the cycle collector frees still holds its epoll until then, and
-    closing it in the middle of a test would look like a descriptor taken back."""
-    gc.collect()
     return len(os.listdir("/proc/self/fd"))
+
+
+def open_fds_settled() -> int:
+    """:func:`open_fds` once the garbage earlier tests left is collected, for the count taken
+    before the code under test runs: a runner that only the cycle collector frees holds its
+    epoll until then, and a collection in the middle of the test would close it there (a
+    descriptor count that drops is as wrong as one that grows). A collection costs 0.1 s or
+    more in the suite's process, so only where a count has been seen to move this way."""
+    gc.collect()
+    return open_fds()
 
 
 def kill_quietly(pid: int) -> None:
