@@ -21,7 +21,7 @@ import itertools
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
 _TICKS = os.sysconf("SC_CLK_TCK")
@@ -60,11 +60,17 @@ def started_here() -> Iterator[Callable[[int], None]]:
             _pids.difference_update(named)
 
 
+def started_since(started: float, beginnings: Iterable[float]) -> bool:
+    """Whether a process started at ``started`` may have been started at or after any of
+    ``beginnings`` (boot clock ticks): ``/proc`` counts whole ticks, hence the tick of slack."""
+    return any(started >= began - 1 for began in beginnings)
+
+
 def spared(pid: int, started: float) -> bool:
     """Whether the sweep must leave the child ``pid``, started at ``started`` (boot clock ticks),
     alone: a built-in's process, or one that may be a built-in's being started."""
     with _lock:
-        return pid in _pids or any(started >= began - 1 for began in _starting.values())
+        return pid in _pids or started_since(started, _starting.values())
 
 
 def pids() -> frozenset[int]:
@@ -73,4 +79,4 @@ def pids() -> frozenset[int]:
         return frozenset(_pids)
 
 
-__all__ = ["boot_ticks", "pids", "spared", "started_here"]
+__all__ = ["boot_ticks", "pids", "spared", "started_here", "started_since"]

@@ -7,8 +7,9 @@ the heap until it surfaces), on the path of every serial call (``bench/README.md
 deadlines of a runner's calls on one loop share a single timer, armed at the earliest deadline:
 a call adds its deadline (a dict entry, and a timer only when it is the earliest so far) and
 discards it when it ends (a dict pop; the timer stays). When the timer fires, the calls whose
-deadline has passed are called back and the timer is armed again at the earliest deadline left,
-so no call is timed out early and none later than its own timer would have done it.
+deadline has passed are called back and the timer is armed again at the earliest deadline left
+(at least a millisecond on), so no call is timed out early and none more than a millisecond
+later than its own timer would have done it.
 
 It must never call back a call that was discarded, and never call back before its deadline
 (a millisecond after it at most, see :meth:`Deadlines._fire`).

@@ -43,7 +43,7 @@ import time
 from collections.abc import Collection
 
 from ongrid_skills.builtins import processes
-from ongrid_skills.builtins.processes import boot_ticks
+from ongrid_skills.builtins.processes import boot_ticks, started_since
 from ongrid_skills.execution.sentinel import proc_stat
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -125,7 +125,7 @@ class OrphanReaper:
                 _state, _group, sid, start = info
                 if sid == self.own_sid or sid in self.live or processes.spared(pid, start):
                     continue  # the manager's own, a running call, or a built-in's (journalctl)
-                if sid not in ours and any(start >= began - 1 for began in self.live.values()):
+                if sid not in ours and started_since(start, self.live.values()):
                     continue  # may belong to a call still running: a later sweep decides
                 seen.add(pid)
                 ours.add(sid)
