@@ -21,6 +21,7 @@ share one table).
     ├── Unauthorized                unauthorized        401     2  (no or bad credentials)
     ├── Forbidden                   forbidden           403     3  (the role does not allow it)
     ├── Conflict                    conflict            409     2  (state forbids it: signed twice…)
+    ├── CredentialMissing           credential_missing  409     3  (a slot has no credential bound)
     │   └── SkillCollision          skill_collision     409     2  (a pack takes loaded names)
     ├── TooLarge                    too_large           413     2  (request body over the limit)
     ├── Busy                        busy                429     2  (execution queue full)
@@ -94,6 +95,10 @@ EXECUTION_ERROR_CODES: dict[str, str] = {
     "admitted (or approved) with; nothing ran",
     "unknown_skill": "the host has no host skill of that name (any more); nothing ran",
     "call_expired": "the host received the signed call after its expiry; nothing ran",
+    "credential_missing": "a credential slot of the skill had nothing bound to it when the call "
+    "was to start; nothing ran",
+    "credential_unreadable": "a credential the call needs could not be read (a file, a variable "
+    "or a command the operator configured); nothing ran",
     "call_not_yet_valid": "the host's clock is behind the manager's by more than the allowed "
     "skew; nothing ran",
 }
@@ -239,6 +244,12 @@ class Conflict(SkillError):
     """The current state does not allow it: not pending any more, signed twice, a reused key."""
 
     code = "conflict"
+
+
+class CredentialMissing(SkillError):
+    """A skill's credential slot has nothing bound to it (or what is bound is gone)."""
+
+    code = "credential_missing"
 
 
 class TooLarge(SkillError):

@@ -17,6 +17,7 @@ from typing import Any
 
 from ongrid_skills.builtins.base import Reach
 from ongrid_skills.errors import ApprovalRequired, Denied, InvalidArgs, InvalidRequest, Violation
+from ongrid_skills.execution.grant import Grant
 from ongrid_skills.execution.inprocess import run_builtin
 from ongrid_skills.execution.records import Event, EventSink, Execution, Status
 from ongrid_skills.execution.runner import Runner, RunOutcome, SpawnSpec, SubprocessRunner
@@ -109,8 +110,10 @@ async def run_skill(
     registry: Registry | None = None,
     persona: Persona | None = None,
     reach: Reach | None = None,
+    grant: Grant | None = None,
 ) -> None:
-    """Run an already-gated call and fill ``execution`` in place."""
+    """Run an already-gated call and fill ``execution`` in place; ``grant``: the credentials
+    the call is given (env entries, their directory, the masker of their values)."""
 
     def emit(event: Event) -> None:
         if on_event is not None:
@@ -135,14 +138,22 @@ async def run_skill(
         f"skill {skill.name} has neither a built-in callable nor a target: loaders give every "
         "available skill one of them, and admit() denies unavailable ones"
     )
+    env = child_env(target.env_allow, os.environ)
+    if "PATH" in env and skill.source.startswith("pack:"):  # the pack's own bin/ first
+        tools = os.path.join(target.root, "bin")
+        if os.path.isdir(tools):
+            env["PATH"] = f"{tools}{os.pathsep}{env['PATH']}"
+    if grant is not None:
+        env.update(grant.environment())
     spec = SpawnSpec(
         entry=target.entry,
         root=target.root,
         cwd=target.folder,
-        env=child_env(target.env_allow, os.environ),
+        env=env,
         timeout_seconds=skill.timeout_seconds,
         shown_root=target.shown_root,
         confine=target.confine,
+        masker=grant.masker if grant is not None else None,
     )
     payload = _PAYLOAD(execution.args).encode()
     outcome = await runner.run(spec, payload, emit)

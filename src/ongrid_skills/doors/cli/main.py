@@ -65,6 +65,7 @@ ERROR_EXIT = {
     "not_found": EXIT_USAGE,
     "denied": EXIT_DENIED,
     "approval_required": EXIT_DENIED,
+    "credential_missing": EXIT_DENIED,
 }
 
 AUDIT = logging.getLogger("ongrid_skills.audit")

@@ -1,0 +1,43 @@
+"""Credentials and their bindings to skill slots (SPEC §18).
+
+Revision ID: 0008
+Revises: 0006
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0008"
+down_revision = "0006"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.create_table(
+        "credentials",
+        sa.Column("name", sa.String(64), primary_key=True),
+        sa.Column("fields", sa.JSON(), nullable=False),
+        sa.Column("created_by", sa.String(128), nullable=False),
+        sa.Column("created_at", sa.Float(), nullable=False),
+        sa.Column("rotated_by", sa.String(128), nullable=True),
+        sa.Column("rotated_at", sa.Float(), nullable=True),
+        sa.Column("last_used_at", sa.Float(), nullable=True),
+    )
+    op.create_table(
+        "credential_bindings",
+        sa.Column("target", sa.String(80), primary_key=True),
+        sa.Column("slot", sa.String(64), primary_key=True),
+        sa.Column("credential", sa.String(64), sa.ForeignKey("credentials.name"), nullable=False),
+        sa.Column("bound_by", sa.String(128), nullable=False),
+        sa.Column("bound_at", sa.Float(), nullable=False),
+    )
+    op.create_index("ix_credential_bindings_credential", "credential_bindings", ["credential"])
+
+
+def downgrade() -> None:
+    op.drop_index("ix_credential_bindings_credential", "credential_bindings")
+    op.drop_table("credential_bindings")
+    op.drop_table("credentials")
