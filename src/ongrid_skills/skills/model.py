@@ -196,7 +196,9 @@ class Skill:
             "when_to_use": self.when_to_use,
             "extra": self.extra,
             "scope": self.scope,
-            "credentials": [slot.to_dict() for slot in self.credentials],
+            **(
+                {"credentials": [s.to_dict() for s in self.credentials]} if self.credentials else {}
+            ),
             **({"placement": self.placement.to_dict()} if self.placement else {}),
         }
 

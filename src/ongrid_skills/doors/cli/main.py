@@ -23,6 +23,7 @@ from ongrid_skills.doors.cli import args as cli_args
 from ongrid_skills.doors.cli import chat as cli_agent
 from ongrid_skills.doors.cli import completion, output, remote_run
 from ongrid_skills.doors.cli import config_command as cli_config
+from ongrid_skills.doors.cli import credentials as cli_credentials
 from ongrid_skills.doors.cli import mcp as cli_mcp
 from ongrid_skills.doors.cli import pack as cli_pack
 from ongrid_skills.doors.cli import pack_install as cli_pack_install
@@ -392,6 +393,7 @@ cli_agent.register(cli)
 cli_pack_install.register(cli_pack.register(cli))
 cli_config.register(cli)
 cli_worker.register(cli)
+cli_credentials.register(cli)
 
 
 def main(argv: list[str] | None = None) -> Any:

@@ -100,6 +100,28 @@ def tokens_table(rows: Iterable[Mapping[str, Any]]) -> Table:
     return table
 
 
+def credentials_table(rows: Iterable[Mapping[str, Any]]) -> Table:
+    """Credentials: names, field kinds and bindings (no list row ever holds a value)."""
+    table = Table(
+        [
+            Column("NAME", key=True),
+            Column("FIELDS"),
+            Column("BOUND TO"),
+            Column("CHANGED"),
+            Column("LAST USED"),
+        ]
+    )
+    for row in rows:
+        fields = ", ".join(f"{name} ({kind})" for name, kind in row["fields"].items())
+        bound = ", ".join(
+            f"{b.get('skill') or 'pack ' + str(b.get('pack'))}/{b['slot']}" for b in row["bindings"]
+        )
+        changed = row["rotated_at"] or row["created_at"]
+        used = row["last_used_at"] or Styled("never", "dim")
+        table.rows.append([row["name"], fields, bound or Styled("nothing", "dim"), changed, used])
+    return table
+
+
 def audit_table(entries: Iterable[Mapping[str, Any]], when: Any) -> Table:
     """``when`` turns an entry's ``ts`` into the time shown (the store's ISO format)."""
     table = Table(
