@@ -22,6 +22,7 @@ share one table).
     ├── Forbidden                   forbidden           403     3  (the role does not allow it)
     ├── Conflict                    conflict            409     2  (state forbids it: signed twice…)
     ├── CredentialMissing           credential_missing  409     3  (a slot has no credential bound)
+    ├── CredentialUnreadable        credential_unreadable 502   1  (a referenced secret unreadable)
     │   └── SkillCollision          skill_collision     409     2  (a pack takes loaded names)
     ├── TooLarge                    too_large           413     2  (request body over the limit)
     ├── Busy                        busy                429     2  (execution queue full)
@@ -250,6 +251,13 @@ class CredentialMissing(SkillError):
     """A skill's credential slot has nothing bound to it (or what is bound is gone)."""
 
     code = "credential_missing"
+
+
+class CredentialUnreadable(SkillError):
+    """A credential a call needs could not be read now (a file, a variable or a command); the
+    message names the credential and field, never a value. The call fails; nothing ran."""
+
+    code = "credential_unreadable"
 
 
 class TooLarge(SkillError):

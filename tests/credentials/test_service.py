@@ -14,8 +14,14 @@ import pytest
 
 from ongrid_skills.credentials.cipher import KEY_NAME
 from ongrid_skills.credentials.service import Credentials
-from ongrid_skills.credentials.sources import SourceRules, Unreadable
-from ongrid_skills.errors import ConfigError, Conflict, CredentialMissing, InvalidRequest, NotFound
+from ongrid_skills.credentials.sources import SourceRules
+from ongrid_skills.errors import (
+    Conflict,
+    CredentialMissing,
+    CredentialUnreadable,
+    InvalidRequest,
+    NotFound,
+)
 from ongrid_skills.skills.model import Skill
 from ongrid_skills.store import Store, open_store
 from tests.support.skills import load, write_skill
@@ -231,7 +237,9 @@ def test_an_unreadable_reference_fails_the_call_by_name(store: Store, tmp_path: 
     skill = skill_with_slot(tmp_path)
     creds.create("broken", {}, {"token": "command:failing"}, actor="admin")
     creds.bind("broken", "api", "admin", skill=skill)
-    with pytest.raises(Unreadable, match=r"field token of credential broken: .* status 4"):
+    with pytest.raises(
+        CredentialUnreadable, match=r"field token of credential broken: .* status 4"
+    ):
         asyncio.run(creds.injection(skill))
 
 
@@ -242,7 +250,7 @@ def test_a_key_file_others_may_read_is_refused(store: Store, tmp_path: Path) -> 
     fresh = credentials_of(store, tmp_path)
     skill = skill_with_slot(tmp_path)
     fresh.bind("github", "api", "admin", skill=skill)
-    with pytest.raises(ConfigError, match="may be read by group or others"):
+    with pytest.raises(CredentialUnreadable, match="may be read by group or others"):
         asyncio.run(fresh.injection(skill))
 
 

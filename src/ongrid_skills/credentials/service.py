@@ -20,12 +20,17 @@ from ongrid_skills.credentials import calldir
 from ongrid_skills.credentials.cipher import CredentialKey, load_key
 from ongrid_skills.credentials.sources import (
     SourceRules,
-    Unreadable,
     parse_reference,
     read_value,
     too_short,
 )
-from ongrid_skills.errors import CredentialMissing, InvalidRequest, NotFound
+from ongrid_skills.errors import (
+    ConfigError,
+    CredentialMissing,
+    CredentialUnreadable,
+    InvalidRequest,
+    NotFound,
+)
 from ongrid_skills.execution.grant import Grant
 from ongrid_skills.execution.masking import Masker
 from ongrid_skills.settings import Settings
@@ -179,7 +184,7 @@ class Credentials:
     async def injection(self, skill: Skill) -> Injection | None:
         """What a call of ``skill`` gets now (values read at call time): None for a skill
         without slots. Raises CredentialMissing (a slot unbound, a credential gone or without a
-        field the slot names) and :class:`Unreadable` (a value that cannot be had now)."""
+        field the slot names) and :class:`CredentialUnreadable` (a value that cannot be had now)."""
         if not skill.credentials:
             return None
         bound = self.bound(skill, self.bindings(fresh=True))
@@ -200,10 +205,14 @@ class Credentials:
                     f"credential {name} bound to slot {slot.slot} of {skill.name} has no field "
                     f"{absent[0]}"
                 )
+            try:
+                key = self._open_key()
+            except ConfigError as exc:  # a key file refused: the call cannot have its values
+                raise CredentialUnreadable(f"credential {name}: {exc.message}") from None
             values = {}
             for field_name in slot.fields:
                 values[field_name] = await read_value(
-                    name, field_name, info.sources[field_name], self._open_key(), self.rules
+                    name, field_name, info.sources[field_name], key, self.rules
                 )
             env, files = slot.render(values)
             injection.env.update(env)
@@ -284,7 +293,6 @@ def _check_field(name: str) -> None:
 __all__ = [
     "Credentials",
     "Injection",
-    "Unreadable",
     "check_name",
     "open_credentials",
     "target_of",

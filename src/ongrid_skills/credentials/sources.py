@@ -15,7 +15,8 @@ a value (stdin, a file: never argv)        ``{"sealed": "v1:…"}``, opened with
 
 Each read is bounded (64 KiB, 10 s for a command) and must give at least
 :data:`~ongrid_skills.execution.masking.MIN_SECRET_LENGTH` characters (a shorter one cannot be
-masked); what fails is a :class:`Unreadable` naming the credential and field, never the value.
+masked); what fails is a ``CredentialUnreadable`` naming the credential and field, never the
+value.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ongrid_skills.credentials.cipher import CredentialKey, SealError
-from ongrid_skills.errors import InvalidRequest
+from ongrid_skills.errors import CredentialUnreadable, InvalidRequest
 from ongrid_skills.execution.masking import MIN_SECRET_LENGTH
 from ongrid_skills.paths import NotRegularFile, is_within, read_regular
 
@@ -37,10 +38,6 @@ MAX_VALUE_BYTES = 64 * 1024
 COMMAND_TIMEOUT_SECONDS = 10.0
 DEFAULT_FILE_ROOTS = ("/run/secrets", "/run/credentials", "/var/run/secrets")
 KINDS = ("file", "env", "command")
-
-
-class Unreadable(Exception):
-    """A field whose value could not be read now; the message names it, never a value."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,31 +118,33 @@ async def read_value(
     key: CredentialKey | None,
     rules: SourceRules,
 ) -> str:
-    """The value of one field now; :class:`Unreadable` when it cannot be had."""
+    """The value of one field now; :class:`CredentialUnreadable` when it cannot be had."""
     where = f"field {field} of credential {credential}"
     problem = reference_problem(source, rules)
     if problem is not None:
-        raise Unreadable(f"{where}: {problem}")
+        raise CredentialUnreadable(f"{where}: {problem}")
     if "sealed" in source:
         if key is None:
-            raise Unreadable(f"{where}: the credentials key file is missing")
+            raise CredentialUnreadable(f"{where}: the credentials key file is missing")
         try:
             value = key.open(credential, field, source["sealed"])
         except SealError as exc:
-            raise Unreadable(str(exc)) from None
+            raise CredentialUnreadable(str(exc)) from None
     elif "file" in source:
         value = _read_file(where, source["file"])
     elif "env" in source:
         found = os.environ.get(source["env"])
         if found is None:
-            raise Unreadable(f"{where}: ${source['env']} is not set in the manager's environment")
+            raise CredentialUnreadable(
+                f"{where}: ${source['env']} is not set in the manager's environment"
+            )
         value = found
     else:
         argv = [*(rules.commands or {})[source["command"]], *source.get("args", [])]
         value = await _run(where, argv)
     problem = too_short(value)
     if problem is not None:
-        raise Unreadable(f"{where} {problem}")
+        raise CredentialUnreadable(f"{where} {problem}")
     return value
 
 
@@ -164,15 +163,15 @@ def _read_file(where: str, path: str) -> str:
     try:
         raw = read_regular(path, MAX_VALUE_BYTES + 1)
     except NotRegularFile:
-        raise Unreadable(f"{where}: {path} is not a regular file") from None
+        raise CredentialUnreadable(f"{where}: {path} is not a regular file") from None
     except OSError as exc:
-        raise Unreadable(f"{where}: cannot read {path}: {exc.strerror or exc}") from None
+        raise CredentialUnreadable(f"{where}: cannot read {path}: {exc.strerror or exc}") from None
     if len(raw) > MAX_VALUE_BYTES:
-        raise Unreadable(f"{where}: {path} is larger than {MAX_VALUE_BYTES} bytes")
+        raise CredentialUnreadable(f"{where}: {path} is larger than {MAX_VALUE_BYTES} bytes")
     try:
         return raw.decode().removesuffix("\n")
     except UnicodeDecodeError:
-        raise Unreadable(f"{where}: {path} is not UTF-8 text") from None
+        raise CredentialUnreadable(f"{where}: {path} is not UTF-8 text") from None
 
 
 async def _run(where: str, argv: list[str]) -> str:
@@ -186,13 +185,15 @@ async def _run(where: str, argv: list[str]) -> str:
             stderr=asyncio.subprocess.DEVNULL,
         )
     except OSError as exc:
-        raise Unreadable(f"{where}: cannot start {argv[0]}: {exc.strerror or exc}") from None
+        raise CredentialUnreadable(
+            f"{where}: cannot start {argv[0]}: {exc.strerror or exc}"
+        ) from None
     try:
         async with asyncio.timeout(COMMAND_TIMEOUT_SECONDS):
             out = await _read_bounded(proc.stdout)
             code = await proc.wait()
     except TimeoutError:
-        raise Unreadable(
+        raise CredentialUnreadable(
             f"{where}: {argv[0]} did not answer within {COMMAND_TIMEOUT_SECONDS:g} s"
         ) from None
     finally:
@@ -201,19 +202,21 @@ async def _run(where: str, argv: list[str]) -> str:
                 proc.kill()
             await proc.wait()
     if code != 0:
-        raise Unreadable(f"{where}: {argv[0]} exited with status {code}")
+        raise CredentialUnreadable(f"{where}: {argv[0]} exited with status {code}")
     if len(out) > MAX_VALUE_BYTES:
-        raise Unreadable(f"{where}: {argv[0]} printed more than {MAX_VALUE_BYTES} bytes")
+        raise CredentialUnreadable(f"{where}: {argv[0]} printed more than {MAX_VALUE_BYTES} bytes")
     try:
         return out.decode().removesuffix("\n")
     except UnicodeDecodeError:
-        raise Unreadable(f"{where}: {argv[0]} printed something that is not UTF-8") from None
+        raise CredentialUnreadable(
+            f"{where}: {argv[0]} printed something that is not UTF-8"
+        ) from None
 
 
 __all__ = [
     "DEFAULT_FILE_ROOTS",
+    "CredentialUnreadable",
     "SourceRules",
-    "Unreadable",
     "parse_reference",
     "read_value",
     "reference_problem",

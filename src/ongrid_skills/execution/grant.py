@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from ongrid_skills.execution.masking import Masker
+from ongrid_skills.skills.model import Skill
 
 #: systemd's name for the folder of a unit's credentials, which skills may already read.
 DIRECTORY_VARIABLE = "CREDENTIALS_DIRECTORY"
@@ -31,4 +33,17 @@ class Grant:
         return out
 
 
-__all__ = ["DIRECTORY_VARIABLE", "Grant"]
+class Grants(Protocol):
+    """Where the grants of calls come from (``ongrid_skills.credentials.service.Credentials``)."""
+
+    async def grant(self, skill: Skill, call_id: str) -> tuple[Grant, dict[str, str]] | None:
+        """The grant of one call of ``skill`` and its slot → credential names; None for a
+        skill without slots. Raises CredentialMissing and CredentialUnreadable."""
+        ...
+
+    def release(self, grant: Grant | None) -> None:
+        """Remove what the grant put on disk, once the call ended."""
+        ...
+
+
+__all__ = ["DIRECTORY_VARIABLE", "Grant", "Grants"]

@@ -16,10 +16,18 @@ from functools import lru_cache
 from typing import Any
 
 from ongrid_skills.builtins.base import Reach
-from ongrid_skills.errors import ApprovalRequired, Denied, InvalidArgs, InvalidRequest, Violation
-from ongrid_skills.execution.grant import Grant
+from ongrid_skills.errors import (
+    ApprovalRequired,
+    CredentialMissing,
+    CredentialUnreadable,
+    Denied,
+    InvalidArgs,
+    InvalidRequest,
+    Violation,
+)
+from ongrid_skills.execution.grant import Grant, Grants
 from ongrid_skills.execution.inprocess import run_builtin
-from ongrid_skills.execution.records import Event, EventSink, Execution, Status
+from ongrid_skills.execution.records import ErrorInfo, Event, EventSink, Execution, Status
 from ongrid_skills.execution.runner import Runner, RunOutcome, SpawnSpec, SubprocessRunner
 from ongrid_skills.governance.gate import admit
 from ongrid_skills.paths import child_env
@@ -65,14 +73,17 @@ async def execute(
     runner: Runner | None = None,
     requested_by: str | None = None,
     reach: Reach | None = None,
+    grants: Grants | None = None,
 ) -> Execution:
     """Run ``name`` with ``args`` and return its Execution.
 
     ``confirm`` is the human confirmation a mutating skill needs; ``allow_dangerous`` (with
     ``confirm``) is the local break-glass for a dangerous skill. ``on_event`` receives each
     timeline event as it happens. ``reach`` bounds what built-ins touch (default: from the
-    ``ONGRID_*`` settings). Raises UnknownSkill, UnknownPersona, Denied, InvalidArgs and
-    ApprovalRequired; a skill's own failure is in the returned Execution.
+    ``ONGRID_*`` settings). ``grants``: where a skill with credential slots gets them (a data
+    dir's credential store); without it such a skill is refused. Raises UnknownSkill,
+    UnknownPersona, Denied, InvalidArgs, ApprovalRequired and CredentialMissing; a skill's own
+    failure (and a credential that cannot be read now) is in the returned Execution.
     """
     skill = registry.get(name)
     check_runnable(skill)
@@ -89,16 +100,46 @@ async def execute(
     execution = Execution(skill=name, args=args, persona=persona, requested_by=requested_by)
     if reach is None and skill.builtin is not None:
         reach = Reach.from_settings(Settings.load())
-    await run_skill(
-        skill,
-        execution,
-        on_event,
-        runner or default_runner(),
-        registry=registry,
-        persona=who,
-        reach=reach,
-    )
+    granted = await grant_for(skill, execution, grants)
+    if granted is None and skill.credentials:
+        return execution  # failed: its credentials could not be read
+    try:
+        await run_skill(
+            skill,
+            execution,
+            on_event,
+            runner or default_runner(),
+            registry=registry,
+            persona=who,
+            reach=reach,
+            grant=granted,
+        )
+    finally:
+        if grants is not None:
+            grants.release(granted)
     return execution
+
+
+async def grant_for(skill: Skill, execution: Execution, grants: Grants | None) -> Grant | None:
+    """The credentials of one call of ``skill`` (None when it has no slots). A value that
+    cannot be read now fails ``execution`` (``credential_unreadable``: nothing runs), and
+    None is returned; a slot with nothing bound raises CredentialMissing."""
+    if not skill.credentials:
+        return None
+    if grants is None:
+        raise CredentialMissing(f"{skill.name} needs credentials and no credential store is open")
+    try:
+        found = await grants.grant(skill, execution.id)
+    except CredentialUnreadable as exc:
+        execution.status = Status.FAILED
+        execution.error = ErrorInfo(exc.code, exc.message)
+        execution.finished_at = time.time()
+        return None
+    if found is None:
+        return None
+    grant, slots = found
+    execution.credentials = dict(slots)
+    return grant
 
 
 async def run_skill(

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from subprocess import CompletedProcess
+from typing import ClassVar
 
 from tests.support.cli import run_cli
+from tests.support.http import QuietHandler, serve
 from tests.support.skills import write_skill
 
 SECRET = "s3cr3t-value-from-stdin"
@@ -91,3 +94,59 @@ def test_bind_and_unbind_name_the_skill_and_slot(tmp_path: Path) -> None:
     unbound = cli(tmp_path, "credentials", "unbind", "--skill", "api_call", "--slot", "api")
     assert unbound.returncode == 0, unbound.stderr
     assert cli(tmp_path, "credentials", "delete", "github").returncode == 0
+
+
+API_SKILL = f"""#!{sys.executable}
+import json, os, sys, urllib.request, base64
+args = json.load(sys.stdin)
+token = os.environ["API_TOKEN"]
+with open(os.path.join(os.environ["CREDENTIALS_DIRECTORY"], "token")) as f:
+    assert f.read() == token
+request = urllib.request.Request(args["url"], headers={{"Authorization": "Bearer " + token}})
+with urllib.request.urlopen(request, timeout=5) as answer:
+    status = answer.status
+sys.stderr.write("calling with " + token + "\\n")
+sys.stderr.write(base64.b64encode(token.encode()).decode() + "\\n")
+print(json.dumps({{"status": status, "echo": token, "dir": os.environ["CREDENTIALS_DIRECTORY"]}}))
+"""
+
+
+class TokenChecker(QuietHandler):
+    seen: ClassVar[list[str]] = []
+
+    def do_GET(self) -> None:
+        TokenChecker.seen.append(self.headers.get("Authorization", ""))
+        ok = self.headers.get("Authorization") == f"Bearer {SECRET}"
+        self.send_body(200 if ok else 401, b"{}", "application/json")
+
+
+def test_a_local_run_calls_an_api_with_its_token_and_prints_it_nowhere(tmp_path: Path) -> None:
+    slot = {
+        **SLOT,
+        "inject": {**SLOT["inject"], "files": [{"path": "token", "content": "{{token}}"}]},
+    }
+    write_skill(tmp_path / "skills", "api_call", API_SKILL, credentials=[slot])
+    cli(tmp_path, "credentials", "create", "github", "--value", "token", stdin=SECRET)
+    cli(tmp_path, "credentials", "bind", "github", "--skill", "api_call", "--slot", "api")
+    with serve(TokenChecker) as server:
+        url = f"http://127.0.0.1:{server.server_port}/user"
+        done = cli(tmp_path, "run", "api_call", "--json", json.dumps({"url": url}))
+    assert done.returncode == 0, done.stderr
+    assert TokenChecker.seen == [f"Bearer {SECRET}"]
+    execution = json.loads(done.stdout)
+    assert execution["result"]["status"] == 200
+    assert execution["result"]["echo"] == "***"
+    assert execution["credentials"] == {"api": "github"}
+    assert SECRET not in done.stdout + done.stderr
+    assert not Path(execution["result"]["dir"]).exists()  # removed once the call ended
+    for path in (tmp_path / "data").rglob("*"):
+        if path.is_file():
+            assert SECRET.encode() not in path.read_bytes(), path
+
+
+def test_a_local_run_of_a_skill_with_an_unbound_slot_is_refused(tmp_path: Path) -> None:
+    write_skill(tmp_path / "skills", "api_call", credentials=[SLOT])
+    cli(tmp_path, "credentials", "list")  # makes the data dir's store
+    done = cli(tmp_path, "run", "api_call", "{}")
+    assert done.returncode == 3
+    assert "needs credential for slot api" in done.stderr

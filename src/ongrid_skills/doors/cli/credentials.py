@@ -24,6 +24,8 @@ from ongrid_skills.governance.principal import local_user
 
 if TYPE_CHECKING:
     from ongrid_skills.credentials.service import Credentials
+    from ongrid_skills.doors.cli.context import Context
+    from ongrid_skills.store import Store
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -34,11 +36,21 @@ def register(cli: click.Group) -> None:
 
 
 def _service(ctx: click.Context) -> Credentials:
-    from ongrid_skills.credentials.service import open_credentials  # noqa: PLC0415 - lazy
-
     store = ctx.obj.open_store(create=ctx.obj.data_dir_flag is not None)
     ctx.call_on_close(store.close)
-    return open_credentials(ctx.obj.store_settings(), store.credentials)
+    return _open(ctx.obj, store)
+
+
+def _open(obj: Context, store: Store) -> Credentials:
+    from ongrid_skills.credentials.service import open_credentials  # noqa: PLC0415 - lazy
+
+    return open_credentials(obj.store_settings(), store.credentials)
+
+
+def local_store(obj: Context) -> Credentials:
+    """The data dir's credentials, for ``run`` of a skill with slots (the store stays open for
+    the life of the command; a data dir without a store exits 2 naming the path)."""
+    return _open(obj, obj.open_store())
 
 
 def _actor() -> str:

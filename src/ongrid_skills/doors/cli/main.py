@@ -41,6 +41,7 @@ from ongrid_skills.doors.cli.local_audit import LocalTrace
 from ongrid_skills.doors.cli.options import GlobalGroup, add_anywhere
 from ongrid_skills.errors import (
     ApprovalRequired,
+    CredentialMissing,
     Denied,
     InvalidArgs,
     InvalidRequest,
@@ -255,6 +256,8 @@ def run(
             os.getpid(),
         )
     trace = LocalTrace(obj, registry.skills.get(name), args, persona, dangerous)
+    found = registry.skills.get(name)
+    grants = cli_credentials.local_store(obj) if found is not None and found.credentials else None
     try:
         with output.RunView(name) as view:
 
@@ -274,6 +277,7 @@ def run(
                     allow_dangerous=dangerous,
                     requested_by=f"cli:{local_user()}",
                     reach=reach,
+                    grants=grants,
                 )
             )
     except KeyboardInterrupt:
@@ -285,7 +289,7 @@ def run(
         fail(
             ApprovalRequired(f"{exc.message}: {hint}", signatures_required=needed), as_json=as_json
         )
-    except (Denied, InvalidArgs, NotFound) as exc:
+    except (Denied, InvalidArgs, NotFound, CredentialMissing) as exc:
         fail(exc, as_json=as_json)
     trace.finish(execution)
     output.print_execution(execution, as_json=as_json, raw=raw_result)
