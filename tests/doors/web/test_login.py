@@ -121,6 +121,60 @@ def test_a_login_post_without_the_forms_nonce_is_refused(console: Console) -> No
 
 
 @pytest.mark.parametrize(
+    ("field", "cookie"),
+    [
+        ("", None),  # an empty field and no nonce cookie
+        (None, None),  # neither
+        ("", ""),  # both empty
+        ("forged-nonce", None),  # a field with no cookie to match
+    ],
+)
+def test_a_login_post_opens_no_session_unless_its_nonce_cookie_is_there_and_matches(
+    console: Console, field: str | None, cookie: str | None
+) -> None:
+    before = len(console.store.audit.entries(limit=1000, action="session.opened"))
+    data = {"token": console.tokens["admin"], "next": "/"}
+    if field is not None:
+        data["csrf"] = field
+    with console.http() as client:
+        if cookie is not None:
+            client.cookies.set("ongrid_login", cookie, path="/login")
+        response = client.post("/login", data=data)
+        still_out = client.get("/skills")
+    assert response.status_code == 403
+    assert "ongrid_session" not in set_cookies(response)
+    assert still_out.status_code == 303
+    assert len(console.store.audit.entries(limit=1000, action="session.opened")) == before
+
+
+@pytest.mark.parametrize("origin", ["null", "http://evil.example", "https://127.0.0.1"])
+def test_a_login_post_from_an_opaque_or_foreign_origin_is_refused_even_with_its_nonce(
+    console: Console, origin: str
+) -> None:
+    with console.http() as client:
+        nonce = csrf_of(client.get("/login").text)
+        response = client.post(
+            "/login",
+            data={"csrf": nonce, "token": console.tokens["admin"], "next": "/"},
+            headers={"origin": origin},
+        )
+    assert response.status_code == 403
+    assert "ongrid_session" not in set_cookies(response)
+
+
+def test_a_login_post_from_the_consoles_own_origin_opens_a_session(console: Console) -> None:
+    with console.http() as client:
+        nonce = csrf_of(client.get("/login").text)
+        response = client.post(
+            "/login",
+            data={"csrf": nonce, "token": console.tokens["vera"], "next": "/"},
+            headers={"origin": console.url, "sec-fetch-site": "same-origin"},
+        )
+    assert response.status_code == 303
+    assert "ongrid_session" in set_cookies(response)
+
+
+@pytest.mark.parametrize(
     ("asked", "went"),
     [
         ("/skills/host_info", "/skills/host_info"),
