@@ -83,6 +83,7 @@ _JSON_KEY = re.compile(r'"((?:[^"\\\r\n]|\\.){1,256})"\s*:\s*')
 # closing quote (escapes included), anything else up to the end of the line.
 _UNPARSED_VALUE = re.compile(r'"(?:[^"\\]|\\.)*"?|[^\r\n]*')
 _DECODER = json.JSONDecoder()
+_KEY_END = re.compile(r'"\s*:')
 
 
 def is_secret_name(name: str) -> bool:
@@ -123,7 +124,7 @@ def mask_secrets(value: Any) -> Any:
 def _redact_json_members(text: str) -> str:
     """Every ``"secret-looking key": value`` in ``text`` with its whole value, parsed as JSON,
     replaced by ``"[REDACTED]"``; a value that does not parse is masked as far as it goes."""
-    if '"' not in text:
+    if not _KEY_END.search(text):  # no key at all: most lines
         return text
     out: list[str] = []
     done = 0
@@ -149,6 +150,8 @@ def _redact_json_members(text: str) -> str:
 def _json_string(body: str) -> str:
     """The text of a JSON string's body (its escapes decoded); the body itself when it is not
     valid JSON."""
+    if "\\" not in body:
+        return body
     try:
         decoded = json.loads(f'"{body}"')
     except ValueError:
