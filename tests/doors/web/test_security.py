@@ -11,7 +11,7 @@ from fastapi.routing import APIRoute
 
 from ongrid_skills.doors.web.forms import checked_form, checked_upload
 from ongrid_skills.doors.web.security import CSP, cross_site_problem, csrf_token, origin_of
-from tests.support.browser import Console
+from tests.support.browser import Console, console_server
 
 HEADERS = {
     "content-security-policy": CSP,
@@ -137,6 +137,25 @@ def test_a_post_of_our_own_page_passes_with_its_origin(console: Console) -> None
     assert [first.status_code, by_header.status_code] == [303, 303]
     assert first.headers["location"].startswith("/skills?reloaded=")
     assert registry_reloads(console) == before + 2
+
+
+def test_behind_a_tls_proxy_a_post_from_the_public_urls_origin_passes(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """The proxy is not listed in ONGRID_TRUSTED_PROXIES: the request says http, the browser
+    https://ops.example; the operator's ONGRID_PUBLIC_URL names the console's own origin."""
+    base = tmp_path_factory.mktemp("public")
+    with console_server(base, public_url="https://ops.example/") as served:
+        before = registry_reloads(served)
+        with served.logged_in("admin") as client:
+            answers = [
+                client.post(
+                    "/reload", data={"csrf": served.csrf(client)}, headers={"origin": origin}
+                ).status_code
+                for origin in ("https://ops.example", "https://evil.example", "null")
+            ]
+        assert answers == [303, 403, 403]
+        assert registry_reloads(served) == before + 1
 
 
 def test_the_same_origin_check_reads_the_host_and_scheme_of_the_request() -> None:
