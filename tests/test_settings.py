@@ -168,3 +168,24 @@ def test_a_webhook_with_a_control_character_is_a_config_error(url: str) -> None:
     with pytest.raises(ConfigError, match="blank or a control character") as caught:
         Settings.load(environ={"ONGRID_APPROVAL_WEBHOOKS": url.replace("\t", "\x7f")})
     assert "s3cr3t" not in str(caught.value)
+
+
+def test_no_proxy_is_trusted_by_default_and_the_list_takes_addresses_and_networks(
+    tmp_path: Path,
+) -> None:
+    assert Settings.load(environ={}).trusted_proxies == ()
+    listed = Settings.load(environ={"ONGRID_TRUSTED_PROXIES": " 127.0.0.1, 10.0.0.0/8  ::1 "})
+    assert listed.trusted_proxies == ("127.0.0.1", "10.0.0.0/8", "::1")
+    config = tmp_path / "ongrid.toml"
+    config.write_text('[ongrid]\ntrusted_proxies = ["192.0.2.10", "fd00::/8"]\n')
+    assert Settings.load(environ={}, config=str(config)).trusted_proxies == (
+        "192.0.2.10",
+        "fd00::/8",
+    )
+
+
+@pytest.mark.parametrize("value", ["proxy.example", "10.0.0.0/33", "127.0.0.1:8080", "*"])
+def test_a_trusted_proxy_that_is_no_address_or_network_is_a_config_error(value: str) -> None:
+    with pytest.raises(ConfigError, match="trusted_proxies") as caught:
+        Settings.load(environ={"ONGRID_TRUSTED_PROXIES": f"127.0.0.1 {value}"})
+    assert "is not an IP address or network" in str(caught.value)
