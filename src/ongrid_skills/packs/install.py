@@ -48,7 +48,7 @@ from ongrid_skills.packs.files import Limits
 from ongrid_skills.packs.home import PackHome
 from ongrid_skills.packs.keys import TrustedKeys
 from ongrid_skills.packs.manifest import version_key
-from ongrid_skills.packs.records import Change, InstalledVersion, PackRecords
+from ongrid_skills.packs.records import Change, InstalledVersion, PackRecords, Provenance
 from ongrid_skills.packs.source import StagedPack, stage
 from ongrid_skills.packs.trust import Trust, Verification, judge
 from ongrid_skills.skills.registry import Registry
@@ -202,27 +202,29 @@ class Installer:
             action = "upgrade"
         else:
             action = "downgrade"
-        record = None
-        if not reuse:
-            record = InstalledVersion(
-                pack_id=pack_id,
-                version=version,
-                digest=staged.digest,
-                source=candidate.source,
-                signer=verdict.signer,
-                trust=verdict.trust.value,
-                layout=staged.detected.layout.value,
-                description=manifest.description,
-                homepage=manifest.homepage,
-                skills=tuple(contents.skill_names()),
-                personas=tuple(contents.persona_names()),
-                keep_seconds=self._keep(contents),
-                installed_by=actor,
-                installed_at=now,
-            )
+        record = InstalledVersion(
+            pack_id=pack_id,
+            version=version,
+            digest=staged.digest,
+            source=candidate.source,
+            signer=verdict.signer,
+            trust=verdict.trust.value,
+            layout=staged.detected.layout.value,
+            description=manifest.description,
+            homepage=manifest.homepage,
+            skills=tuple(contents.skill_names()),
+            personas=tuple(contents.persona_names()),
+            keep_seconds=self._keep(contents),
+            installed_by=actor,
+            installed_at=now,
+        )
         details = {"via": candidate.via} if candidate.via else {}
-        change = Change(action, pack_id, active, version, actor, now, details)
-        self.records.begin(change, record)
+        provenance = Provenance(record.source, record.signer, record.trust)
+        change = Change(action, pack_id, active, version, actor, now, details, provenance)
+        # Files kept from an earlier install of the same digest are used again; their row is
+        # kept until the commit gives it this install's provenance (an install that never
+        # happens leaves it saying where those files came from).
+        self.records.begin(change, None if reuse else record)
         checkpoint("begun")
         if not reuse:
             self.home.place(staged.root, pack_id, version)
@@ -232,9 +234,7 @@ class Installer:
         keep = (version, active) if active is not None else (version,)
         self.records.commit(change, keep=keep)
         self.collect()
-        done = record or kept
-        if done is not None:
-            done = replace(done, activated_at=now, withdrawn_at=None)
+        done = replace(record, activated_at=now, withdrawn_at=None)
         return Outcome(action, pack_id, version, active, done, tuple(warnings))
 
     def _check_trust(

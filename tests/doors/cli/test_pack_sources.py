@@ -180,6 +180,31 @@ def test_a_local_index_may_still_name_a_repository_of_this_host(cli: Cli) -> Non
     assert installed["pack"]["source"] == f"git+file://{repo}"
 
 
+def test_a_reinstall_of_kept_files_records_its_own_source_signer_trust_and_time(cli: Cli) -> None:
+    folder = write_pack(cli.base / "ops", "ops", skills=("probe",))
+    first = cli.json("pack", "install", str(folder))["pack"]
+    assert (first["source"], first["trust"], first["signer"]) == (str(folder), "unsigned", None)
+    assert cli.run("pack", "remove", "ops").returncode == 0
+    assert (cli.data_dir / "packs" / "ops" / "1.0.0").is_dir()  # kept: a call may still run
+    archive = build_archive(folder, cli.base).path  # the same files: the same digest
+    sign_path(archive, cli.signer)
+
+    again = cli.json("pack", "install", str(archive))
+
+    assert again["action"] == "install" and again["pack"]["digest"] == first["digest"]
+    (listed,) = cli.installed()
+    shown = cli.json("pack", "show", "ops")
+    for view in (again["pack"], listed, shown):
+        assert (view["source"], view["trust"]) == (str(archive), "trusted")
+        assert view["signer"] == cli.signer.fingerprint
+        assert view["installed_at"] > first["installed_at"]
+    assert shown["versions"][0]["installed_at"] == listed["installed_at"]
+    new, old = cli.audit("pack.install")  # newest first
+    assert (old["data"]["source"], old["data"]["trust"]) == (str(folder), "unsigned")
+    assert (new["data"]["source"], new["data"]["trust"]) == (str(archive), "trusted")
+    assert new["data"]["signer"] == cli.signer.fingerprint
+
+
 def test_a_bare_word_is_a_pack_id_whatever_the_current_folder_holds(cli: Cli) -> None:
     here = cli.base / "work"
     write_pack(here / "ops-basics", "ops-basics", "9.0.0", skills=("impostor",))

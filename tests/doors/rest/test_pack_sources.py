@@ -159,3 +159,28 @@ def test_a_bare_word_is_a_pack_id_whatever_the_servers_folder_holds(
     answer = install(server, "ops-basics")
     assert answer.status_code == 201, answer.text
     assert (answer.json()["version"], answer.json()["pack"]["trust"]) == ("1.0.0", "trusted")
+
+
+def test_a_reinstall_of_kept_files_records_its_own_source_and_caller(
+    server: Server, world: World
+) -> None:
+    unsigned = world.archive("ops", "3.0.0", signed=False)
+    first = upload(server, unsigned, allow_unsigned="true")
+    assert first.status_code == 201, first.text
+    assert server.call("DELETE", "/v1/packs/ops").status_code == 200
+    signed = world.archive("ops", "3.0.0")  # the same files, signed, from elsewhere
+    renamed = signed.with_name("ops-3.0.0-signed.tar.gz")
+    signed.rename(renamed)
+    Path(f"{signed}.sig").rename(f"{renamed}.sig")
+
+    again = upload(server, renamed, "admin2")
+
+    assert again.status_code == 201, again.text
+    (listed,) = server.call("GET", "/v1/packs").json()["items"]
+    assert listed["digest"] == first.json()["pack"]["digest"]
+    assert (listed["source"], listed["trust"]) == ("upload:ops-3.0.0-signed.tar.gz", "trusted")
+    assert (listed["installed_by"], listed["signer"]) == ("admin2", world.signer.fingerprint)
+    assert listed["installed_at"] > first.json()["pack"]["installed_at"]
+    new, old = server.store.audit.entries(action="pack.install")
+    assert (new["actor"], new["data"]["trust"]) == ("admin2", "trusted")
+    assert (old["actor"], old["data"]["trust"]) == ("admin", "unsigned")
