@@ -82,6 +82,20 @@ class Candidate:
     digest: str | None = None  # an index's digest: what is staged must have it
     signer: str | None = None  # an index's signer: the signature must be this key's
     via: str | None = None  # the index it was resolved through
+    newest_only: bool = False  # an unpinned pack id: never replaces a newer active version
+
+
+def older_than_active(pack_id: str, offered: str, active: str) -> str | None:
+    """Why the indexes' newest ``offered`` may not replace ``active`` (None when it may): an
+    unpinned install or an upgrade never goes back, whatever a stale mirror or a tampered
+    index offers. Only ``ID@VERSION`` (or a file, or a rollback) installs an older version."""
+    if version_key(offered) >= version_key(active):
+        return None
+    return (
+        f"the indexes offer {pack_id} {offered} at most, older than the active {active} (a "
+        f"stale mirror, or an index that is not what it was?): nothing changed; install "
+        f"{pack_id}@{offered} to go back to it on purpose"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +191,10 @@ class Installer:
         warnings += [p.format() for p in contents.warnings]
         pack_id, version = manifest.id, manifest.version
         active = self.home.active().get(pack_id)
+        if candidate.newest_only and active is not None:
+            older = older_than_active(pack_id, version, active)
+            if older is not None:
+                raise Conflict(older)
         rows = {row.version: row for row in self.records.versions(pack_id)}
         kept = rows.get(version)
         if active == version:

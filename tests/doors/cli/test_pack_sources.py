@@ -229,3 +229,29 @@ def test_a_bare_word_is_a_pack_id_whatever_the_current_folder_holds(cli: Cli) ->
     by_name = cli.run("pack", "install", archive.name, "--json", cwd=here, **env)
     assert by_name.returncode == 0, by_name.stderr  # an archive's name says it is a file
     assert {p["id"] for p in cli.installed()} == {"ops-basics", "mine"}
+
+
+def test_an_unpinned_install_never_goes_back_to_what_a_stale_index_offers(cli: Cli) -> None:
+    market = cli.base / "market"
+    market.mkdir()
+    old = cli.signed_archive("ops", "1.0.0")
+    for path in (old, Path(f"{old}.sig")):
+        (market / path.name).write_bytes(path.read_bytes())
+    assert cli.run("pack", "index", "build", str(market)).returncode == 0
+    env = {"ONGRID_PACK_INDEXES": str(market / "index.json")}
+    newer = cli.signed_archive("ops", "2.0.0")
+    assert cli.json("pack", "install", str(newer))["version"] == "2.0.0"
+
+    status, code, message = cli.refused("pack", "install", "ops", **env)
+
+    assert (status, code) == (2, "conflict")
+    assert "1.0.0 at most, older than the active 2.0.0" in message
+    assert "nothing changed" in message and "ops@1.0.0" in message
+    (listed,) = cli.installed()
+    assert (listed["version"], listed["source"]) == ("2.0.0", str(newer))
+    assert cli.audit("pack.downgrade") == []
+    upgrade = cli.run("pack", "upgrade", "ops", **env)
+    assert upgrade.returncode == 0 and "nothing changed" in upgrade.stdout
+    assert "older than the active 2.0.0" in upgrade.stderr  # the same rule, said the same way
+    pinned = cli.json("pack", "install", "ops@1.0.0", **env)  # going back on purpose
+    assert (pinned["action"], pinned["version"]) == ("downgrade", "1.0.0")

@@ -184,3 +184,20 @@ def test_a_reinstall_of_kept_files_records_its_own_source_and_caller(
     new, old = server.store.audit.entries(action="pack.install")
     assert (new["actor"], new["data"]["trust"]) == ("admin2", "trusted")
     assert (old["actor"], old["data"]["trust"]) == ("admin", "unsigned")
+
+
+def test_an_unpinned_id_never_goes_back_to_what_a_stale_index_offers(
+    server: Server, world: World
+) -> None:
+    assert upload(server, world.archive("ops", "2.0.0")).status_code == 201
+
+    status, code, message = error(install(server, "ops"))
+
+    assert (status, code) == (409, "conflict")
+    assert "older than the active 2.0.0" in message
+    assert server.call("GET", "/v1/packs/ops").json()["version"] == "2.0.0"
+    upgrade = server.call("POST", "/v1/packs/ops/upgrade", json={})
+    assert upgrade.status_code == 200 and upgrade.json()["action"] == "unchanged"
+    assert any("older than the active 2.0.0" in w for w in upgrade.json()["warnings"])
+    pinned = install(server, "ops@1.0.0")
+    assert (pinned.status_code, pinned.json()["action"]) == (201, "downgrade")
