@@ -9,11 +9,13 @@ An install, under the packs lock (:meth:`PackHome.lock`), in this order:
    untrusted, with a warning), check it is the pack an index named (digest, signer), load
    and lint every skill and persona (:mod:`.contents`), refuse names taken by loaded skills
    or personas (each listed);
-3. **begin** — record the new version and the change, pending (:class:`PackRecords`);
+3. **begin** — record the new version and the change, pending, with this install's
+   provenance (:class:`PackRecords`);
 4. **place** — rename the staged folder, read-only, into ``packs/<id>/<version>``;
 5. **switch** — replace the ``.active/<id>`` link in one rename: this is the moment the change
    happens, for every reader (the registry of a server, a CLI's ``list``);
-6. **commit** — record the change done, with its audit entry.
+6. **commit** — record the change done, with its audit entry; the version's row takes the
+   change's provenance, actor and time (also when it reuses files kept from an earlier install).
 
 A failure before 5 changes nothing anyone sees; a process killed between two steps leaves a
 pending change that the next command commits (the link was switched) or aborts (it was not).
