@@ -283,6 +283,8 @@ _INT_FIELDS = {
     "pack_fetch_timeout_seconds",
     "pack_keep_seconds",
 }
+#: Times to live of heartbeats and leases: whole seconds (docs/fleet.md), said so when refused.
+_TTLS = {"fleet_ttl_seconds", "replica_lease_ttl_seconds"}
 _ZERO_OK = {
     "execution_queue_size",
     "llm_max_retries",
@@ -373,9 +375,12 @@ def _coerce(name: str, value: Any) -> Any:
         raise ConfigError(f"{name} must be true or false, got {value!r}")
     if name in _INT_FIELDS:
         try:
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise ValueError(value)  # a TOML true or 2.5 is never taken as 1 or 2
             number = int(value)
         except (TypeError, ValueError):
-            raise ConfigError(f"{name} must be an integer, got {value!r}") from None
+            kind = "a whole number of seconds (no fractions)" if name in _TTLS else "an integer"
+            raise ConfigError(f"{name} must be {kind}, got {value!r}") from None
         if number < 0 or (number == 0 and name not in _ZERO_OK):
             raise ConfigError(f"{name} must be positive, got {number}")
         return number
