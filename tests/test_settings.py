@@ -80,6 +80,35 @@ def test_a_non_integer_timeout_setting_is_a_config_error() -> None:
         Settings.load(environ={"ONGRID_DEFAULT_TIMEOUT_SECONDS": "soon"})
 
 
+@pytest.mark.parametrize("name", ["fleet_ttl_seconds", "replica_lease_ttl_seconds"])
+def test_heartbeat_and_lease_ttls_are_whole_seconds_and_a_fraction_is_refused_saying_so(
+    name: str, tmp_path: Path
+) -> None:
+    variable = "ONGRID_" + name.upper()
+    assert getattr(Settings.load(environ={variable: "3"}), name) == 3
+    with pytest.raises(ConfigError) as caught:
+        Settings.load(environ={variable: "2.5"})
+    assert caught.value.message == (
+        f"{variable}: {name} must be a whole number of seconds (no fractions), got '2.5'"
+    )
+    config = tmp_path / "ongrid.toml"
+    config.write_text(f"{name} = 2.5\n")  # a TOML float: never cut down to 2
+    with pytest.raises(ConfigError) as from_file:
+        Settings.load(environ={}, config=str(config))
+    assert from_file.value.message.endswith(
+        f"{name} must be a whole number of seconds (no fractions), got 2.5"
+    )
+
+
+def test_an_integer_setting_given_a_fractional_toml_number_is_refused(tmp_path: Path) -> None:
+    config = tmp_path / "ongrid.toml"
+    config.write_text("default_timeout_seconds = 2.5\n")
+    with pytest.raises(ConfigError, match=r"default_timeout_seconds must be an integer, got 2\.5"):
+        Settings.load(environ={}, config=str(config))
+    config.write_text("default_timeout_seconds = 45.0\n")
+    assert Settings.load(environ={}, config=str(config)).default_timeout_seconds == 45
+
+
 # ---- approval notifications ----------------------------------------------------------------
 SLACK = "https://hooks.slack.com/services/T000/B000/s3cr3tPathPart"
 
@@ -168,3 +197,24 @@ def test_a_webhook_with_a_control_character_is_a_config_error(url: str) -> None:
     with pytest.raises(ConfigError, match="blank or a control character") as caught:
         Settings.load(environ={"ONGRID_APPROVAL_WEBHOOKS": url.replace("\t", "\x7f")})
     assert "s3cr3t" not in str(caught.value)
+
+
+def test_no_proxy_is_trusted_by_default_and_the_list_takes_addresses_and_networks(
+    tmp_path: Path,
+) -> None:
+    assert Settings.load(environ={}).trusted_proxies == ()
+    listed = Settings.load(environ={"ONGRID_TRUSTED_PROXIES": " 127.0.0.1, 10.0.0.0/8  ::1 "})
+    assert listed.trusted_proxies == ("127.0.0.1", "10.0.0.0/8", "::1")
+    config = tmp_path / "ongrid.toml"
+    config.write_text('[ongrid]\ntrusted_proxies = ["192.0.2.10", "fd00::/8"]\n')
+    assert Settings.load(environ={}, config=str(config)).trusted_proxies == (
+        "192.0.2.10",
+        "fd00::/8",
+    )
+
+
+@pytest.mark.parametrize("value", ["proxy.example", "10.0.0.0/33", "127.0.0.1:8080", "*"])
+def test_a_trusted_proxy_that_is_no_address_or_network_is_a_config_error(value: str) -> None:
+    with pytest.raises(ConfigError, match="trusted_proxies") as caught:
+        Settings.load(environ={"ONGRID_TRUSTED_PROXIES": f"127.0.0.1 {value}"})
+    assert "is not an IP address or network" in str(caught.value)

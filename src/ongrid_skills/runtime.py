@@ -289,10 +289,9 @@ async def _open_fleet(settings: Settings, manager: Manager) -> Fleet:
 
 
 def bootstrap_admin_token(store: Store) -> tuple[str, TokenInfo] | None:
-    """On first start (no active token), create an admin token and return it, once."""
-    if store.tokens.count_active():
-        return None
-    return store.tokens.create("admin", Role.ADMIN, actor="manager")
+    """On first start (no active token), create an admin token and return it, once: among
+    replicas starting together on one empty database, only one of them (see create_first)."""
+    return store.tokens.create_first("admin", Role.ADMIN, actor="manager")
 
 
 def watched_dirs(settings: Settings) -> list[str]:

@@ -7,6 +7,7 @@ directory or opens the store.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import re
@@ -51,6 +52,9 @@ class Settings:
     # this long in any case.
     web_session_idle_seconds: int = 3600
     web_session_max_seconds: int = 12 * 3600
+    # Peers (addresses or CIDRs) whose proxy headers serve believes (X-Forwarded-For/-Proto);
+    # empty: none, the TCP peer is the client (docs/security.md).
+    trusted_proxies: tuple[str, ...] = ()
     # Replicas on a shared database (docs/fleet.md): a replica whose lease was not renewed for
     # this long is presumed dead and its running calls become interrupted.
     replica_lease_ttl_seconds: int = 30
@@ -292,6 +296,8 @@ _INT_FIELDS = {
     "pack_fetch_timeout_seconds",
     "pack_keep_seconds",
 }
+#: Times to live of heartbeats and leases: whole seconds (docs/fleet.md), said so when refused.
+_TTLS = {"fleet_ttl_seconds", "replica_lease_ttl_seconds"}
 _ZERO_OK = {
     "execution_queue_size",
     "llm_max_retries",
@@ -348,6 +354,8 @@ def _coerce(name: str, value: Any) -> Any:
             if "://" in entry and not entry.lower().startswith(("https://", "http://")):
                 raise ConfigError(f"{name}: {entry!r} is neither a path nor an https:// URL")
         return entries
+    if name == "trusted_proxies":
+        return _networks(name, value)
     if name in _NET_LIST_FIELDS:
         # Commas or blanks, never ":" (IPv6 addresses hold colons).
         if isinstance(value, str):
@@ -382,9 +390,12 @@ def _coerce(name: str, value: Any) -> Any:
         raise ConfigError(f"{name} must be true or false, got {value!r}")
     if name in _INT_FIELDS:
         try:
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise ValueError(value)  # a TOML true or 2.5 is never taken as 1 or 2
             number = int(value)
         except (TypeError, ValueError):
-            raise ConfigError(f"{name} must be an integer, got {value!r}") from None
+            kind = "a whole number of seconds (no fractions)" if name in _TTLS else "an integer"
+            raise ConfigError(f"{name} must be {kind}, got {value!r}") from None
         if number < 0 or (number == 0 and name not in _ZERO_OK):
             raise ConfigError(f"{name} must be positive, got {number}")
         return number
@@ -432,3 +443,19 @@ def _check_http_url(what: str, url: str, *, show: bool = False) -> None:
         raise ConfigError(f"{what} must be an http or https URL (its scheme is {scheme!r})")
     if not parts.hostname:
         raise ConfigError(f"{what} must name a host" + (f": {url!r}" if show else ""))
+
+
+def _networks(name: str, value: Any) -> tuple[str, ...]:
+    """IP addresses or networks (CIDRs), separated by commas or blanks, or a TOML list."""
+    if isinstance(value, str):
+        entries = tuple(part for part in re.split(r"[,\s]+", value) if part)
+    elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+        entries = tuple(v.strip() for v in value if v.strip())
+    else:
+        raise ConfigError(f"{name} must be a list of IP addresses or networks")
+    for entry in entries:
+        try:
+            ipaddress.ip_network(entry, strict=False)
+        except ValueError:
+            raise ConfigError(f"{name}: {entry!r} is not an IP address or network") from None
+    return entries

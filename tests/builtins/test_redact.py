@@ -22,7 +22,7 @@ from ongrid_skills.builtins.base import BuiltinContext, Reach
 from ongrid_skills.builtins.files import tail_file
 from ongrid_skills.builtins.journal import read_journal
 from ongrid_skills.builtins.procs import list_processes
-from ongrid_skills.builtins.redact import redact
+from ongrid_skills.builtins.redact import REDACTED, mask_secrets, redact
 
 TOKEN = "ogs_Q2hhbmdlTWVQbGVhc2UxMjM0NTY3ODkwYWJjZGVm"
 MARK = "redact-mark-7781"
@@ -53,6 +53,59 @@ def test_secret_shapes_are_redacted(text: str, secret: str) -> None:
     out = redact(text)
     assert secret not in out
     assert "[REDACTED]" in out
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ('{"password": "ab\\"cd-s3cr3t"}', "cd-s3cr3t"),  # an escaped quote inside
+        ('{"api_key": 424242424242, "user": "ada"}', "424242424242"),
+        ('{"TOKEN": ["k-first", "k-second"]}', "k-second"),
+        ('{"client_secret": {"v": "k-inner", "n": 1}}', "k-inner"),
+        ('{"db_password": true}', "true"),
+        ('{"pass\\u0077ord": "k-escaped-name"}', "k-escaped-name"),
+        ('{"Db-Password": "caf\\u00e9-k-unicode"}', "k-unicode"),
+        ('{"hosts": [{"name": "a", "access_token": "k-in-a-list"}]}', "k-in-a-list"),
+        ('{"password": "k-cut-short', "k-cut-short"),  # a line cut inside the value
+    ],
+)
+def test_a_json_member_under_a_secret_name_is_redacted_whatever_its_value(
+    text: str, secret: str
+) -> None:
+    out = redact(text)
+    assert secret not in out
+    assert '"[REDACTED]"' in out
+
+
+def test_a_json_member_keeps_the_text_around_its_redacted_value() -> None:
+    text = 'login {"user": "ada", "password": {"a": [1, "x\\"y"]}, "port": 5432} done'
+    assert redact(text) == 'login {"user": "ada", "password": "[REDACTED]", "port": 5432} done'
+
+
+def test_masking_a_value_masks_whatever_a_secret_looking_key_holds() -> None:
+    args = {
+        "target": "db-01",
+        "PASSWORD": 1234,
+        "Api-Key": ["k-1", {"k": "k-2"}],
+        "nested": {"hosts": [{"name": "a", "access_token": {"v": "k-3"}}], "on": True},
+        "headers": {"Authorization": "Bearer k-4", "Accept": "text/plain"},
+        "dsn": "postgresql://app:k-5@db/app",
+        "note": "run with --token k-6",
+        "pwd": None,
+        "count": 3,
+    }
+    assert mask_secrets(args) == {
+        "target": "db-01",
+        "PASSWORD": REDACTED,
+        "Api-Key": REDACTED,
+        "nested": {"hosts": [{"name": "a", "access_token": REDACTED}], "on": True},
+        "headers": {"Authorization": REDACTED, "Accept": "text/plain"},
+        "dsn": f"postgresql://app:{REDACTED}@db/app",
+        "note": f"run with --token {REDACTED}",
+        "pwd": REDACTED,
+        "count": 3,
+    }
+    assert args["PASSWORD"] == 1234  # the value given is left as it was
 
 
 def test_ordinary_text_is_left_alone() -> None:

@@ -4,6 +4,7 @@ a real NATS server, and a mutating skill that appends one line per run to a file
 
 from __future__ import annotations
 
+import re
 import signal
 import time
 from collections.abc import Iterator
@@ -12,11 +13,14 @@ from typing import Any
 
 import pytest
 
-from tests.support.fleet import TTL, Fleet, host_skill
+from tests.support.fleet import TTL, Fleet, WorkerProcess, consumer, host_skill
 from tests.support.processes import alive, read_pid
 from tests.support.proxy import Proxy
 from tests.support.server import Server, running_app
 from tests.support.waiting import wait_for
+
+#: A time as the records show it.
+ISO = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"
 
 
 @pytest.fixture
@@ -60,7 +64,37 @@ def start_call(server: Server, work: Path) -> str:
 
 
 def runs(work: Path) -> int:
-    return len((work / "runs.log").read_text().splitlines())
+    log = work / "runs.log"
+    return len(log.read_text().splitlines()) if log.exists() else 0
+
+
+def ask(server: Server, work: Path) -> str:
+    """Start a call of append_once on alpha without waiting for the host to take it."""
+    response = server.call(
+        "POST", "/v1/skills/append_once/execute", "olga",
+        json={"args": {"host": "alpha"}, "confirm": True, "wait": False},
+    )  # fmt: skip
+    assert response.status_code in (200, 202), response.text
+    return str(response.json()["id"])
+
+
+def back_and_idle(server: Server) -> bool:
+    (host,) = server.call("GET", "/v1/hosts", "vera").json()["items"]
+    return bool(host["online"] and host["running_calls"] == 0)
+
+
+def freeze_while_it_waits_for_calls(fleet: Fleet, worker: WorkerProcess) -> float:
+    """SIGSTOP the worker while its request for the next call is open at the server (a call
+    published now is delivered into the frozen process); when the freeze came between two
+    requests, resume it and try again. Returns when it froze (monotonic)."""
+    for _ in range(5):
+        wait_for(lambda: consumer(fleet.nats.url, fleet.prefix, "alpha").waiting >= 1, "a fetch")
+        worker.proc.send_signal(signal.SIGSTOP)
+        frozen = time.monotonic()
+        if consumer(fleet.nats.url, fleet.prefix, "alpha").waiting >= 1:
+            return frozen
+        worker.proc.send_signal(signal.SIGCONT)
+    raise AssertionError("the worker never froze with a request for calls open")
 
 
 @pytest.fixture
@@ -108,27 +142,98 @@ def test_a_worker_restarted_mid_call_never_runs_the_call_again(
     assert runs(work) == 2
 
 
-def test_late_events_of_a_frozen_worker_are_ignored(
+def test_a_host_frozen_after_it_took_the_call_is_interrupted_within_the_ttl_saying_when(
     fleet: Fleet, skills: Path, manager: Server, work: Path
 ) -> None:
     worker = fleet.worker("alpha", skills)
     wait_for(lambda: offered(manager), "the skill")
     execution = start_call(manager, work)
     worker.proc.send_signal(signal.SIGSTOP)  # cut off: no heartbeat, the call goes on
+    frozen = time.monotonic()
     try:
         done = manager.final(execution, timeout=TTL + 15)
+        assert time.monotonic() - frozen < TTL + 3  # TTL, plus a loaded machine's lag
     finally:
         worker.proc.send_signal(signal.SIGCONT)
     assert done["status"] == "interrupted", done
+    assert done["error"]["code"] == "interrupted"
+    message = done["error"]["message"]
+    assert re.fullmatch(
+        rf"host alpha took the call at {ISO} and then went offline: "
+        rf"no heartbeat for {TTL} s since {ISO}",
+        message,
+    ), message
     (work / "go").touch()  # the call ends on the host; its outcome comes back late
-
-    def back_and_idle() -> bool:
-        (host,) = manager.call("GET", "/v1/hosts", "vera").json()["items"]
-        return bool(host["online"] and host["running_calls"] == 0)
-
-    wait_for(back_and_idle, "alpha to be back and idle")
+    wait_for(lambda: back_and_idle(manager), "alpha to be back and idle")
     after = manager.call("GET", f"/v1/executions/{execution}", "vera").json()
     assert after["status"] == "interrupted" and after["result"] is None
+    assert after["error"]["message"] == message
+    assert runs(work) == 1
+
+
+def test_a_host_frozen_as_the_call_reached_it_is_interrupted_within_the_ttl_not_late(
+    fleet: Fleet, skills: Path, manager: Server, work: Path
+) -> None:
+    worker = fleet.worker("alpha", skills)
+    wait_for(lambda: offered(manager), "the skill")
+    frozen = freeze_while_it_waits_for_calls(fleet, worker)
+    try:
+        execution = ask(manager, work)
+        wait_for(
+            lambda: consumer(fleet.nats.url, fleet.prefix, "alpha").unacknowledged == 1,
+            "NATS to deliver the call to the frozen worker",
+        )
+        # Before: it waited for the call's expiry plus the clock skew allowed (TTL + 32 s).
+        done = manager.final(execution, timeout=TTL + 15)
+        assert time.monotonic() - frozen < TTL + 3
+    finally:
+        worker.proc.send_signal(signal.SIGCONT)
+    assert done["status"] == "interrupted", done
+    assert done["error"]["code"] == "interrupted"
+    message = done["error"]["message"]
+    assert re.fullmatch(
+        rf"host alpha went offline: no heartbeat for {TTL} s since {ISO}, after the call sent "
+        rf"at {ISO} was delivered to it and before it confirmed taking it: it runs the call if "
+        rf"it resumes before the call expires at {ISO} \(by its clock\); what it reports then "
+        "is ignored",
+        message,
+    ), message
+    # Resumed, it runs the call (or refuses it, expired by then) and reports: ignored.
+    (work / "go").touch()
+    wait_for(
+        lambda: runs(work) == 1 or f"refused call {execution}" in worker.text(),
+        "the resumed worker to run the call or refuse it",
+    )
+    wait_for(lambda: back_and_idle(manager), "alpha to be back and idle")
+    after = manager.call("GET", f"/v1/executions/{execution}", "vera").json()
+    assert after["status"] == "interrupted" and after["result"] is None
+    assert after["error"]["message"] == message
+    assert runs(work) <= 1
+
+
+def test_a_call_sent_to_a_host_that_just_died_fails_within_the_ttl_and_never_runs(
+    fleet: Fleet, skills: Path, manager: Server, work: Path
+) -> None:
+    worker = fleet.worker("alpha", skills)
+    wait_for(lambda: offered(manager), "the skill")
+    worker.stop(signal.SIGKILL)  # its last heartbeat still says online
+    died = time.monotonic()
+    execution = ask(manager, work)
+    done = manager.final(execution, timeout=TTL + 15)
+    assert time.monotonic() - died < TTL + 3
+    assert done["status"] == "failed", done
+    assert done["error"]["code"] == "host_offline"
+    assert re.fullmatch(
+        rf"host alpha went offline: no heartbeat for {TTL} s since {ISO}, before it took the "
+        rf"call sent at {ISO}: not run",
+        done["error"]["message"],
+    ), done["error"]["message"]
+    # The host comes back: the call was withdrawn, so the next call is the only one it runs.
+    fleet.worker("alpha", skills)
+    wait_for(lambda: offered(manager), "the skill again")
+    second = start_call(manager, work)
+    (work / "go").touch()
+    assert manager.final(second)["status"] == "succeeded"
     assert runs(work) == 1
 
 

@@ -147,6 +147,31 @@ def test_args_are_a_short_preview_with_secret_looking_values_masked() -> None:
     assert preview.endswith("…`")
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        {"password": 424242424242},
+        {"API_KEY": ["k-secret-1", "k-secret-2"]},
+        {"client_secret": {"inner": "k-secret-3"}},
+        {"hosts": [{"name": "a", "Access_Token": "k-secret-4"}]},
+        {"passwd": 'quote"d-k-secret-5\\"'},
+        {"Db-Password": "caf\u00e9-k-secret-6-\u2603"},
+        {"headers": {"Authorization": "Bearer k-secret-7"}},
+        {"nested": {"deeper": {"token": {"v": [1, "k-secret-8"]}}}},
+        {"db_token": True},
+    ],
+)
+def test_a_secret_looking_key_masks_its_whole_value_in_the_preview(args: dict[str, Any]) -> None:
+    body = message(ApprovalEvent("requested", approval(args=args), "olga"), PUBLIC)
+
+    preview = fields(body)["Args"].split("\n")[0]
+    raw = json.dumps(body, ensure_ascii=False)
+    for secret in ("424242424242", "k-secret", "True", "true"):
+        assert secret not in raw
+        assert secret not in json.dumps(body)
+    assert '"[REDACTED]"' in preview
+
+
 def test_a_backtick_in_the_args_cannot_close_the_code_span() -> None:
     args = {"cmd": "echo `id` <b>"}
     preview = fields(message(ApprovalEvent("requested", approval(args=args), "o"), PUBLIC))["Args"]

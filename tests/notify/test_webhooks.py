@@ -531,6 +531,43 @@ def test_serve_posts_a_request_made_over_rest_and_audits_the_delivery(
     assert server.call("GET", "/v1/audit/verify", "vera").json()["ok"] is True
 
 
+#: Request bodies as a client writes them, JSON escapes included: each hides a secret
+#: (``k-s3cr3t-…``, or the number) under a secret-looking name, in a shape a regex over the
+#: serialized args missed.
+HOSTILE_BODIES = [
+    '{"args": {"target": "db-01", "password": 424242424242}}',
+    '{"args": {"API_KEY": ["k-s3cr3t-list", 7], "Target": "db-01"}}',
+    '{"args": {"client_secret": {"inner": "k-s3cr3t-object", "flag": false}}}',
+    '{"args": {"hosts": [{"name": "a", "Access_Token": "k-s3cr3t-in-list"}]}}',
+    '{"args": {"passwd": "quote\\"d-k-s3cr3t-escaped\\" tail"}}',
+    '{"args": {"\\u0070assword": "k-s3cr3t-escaped-name"}}',
+    '{"args": {"Db-Password": "caf\\u00e9 k-s3cr3t-unicode \\u2603"}}',
+    '{"args": {"headers": {"Authorization": "Bearer k-s3cr3t-header"}}}',
+    '{"args": {"nested": {"deeper": {"TOKEN": {"v": [1, "k-s3cr3t-deep"]}}}}}',
+    '{"args": {"db_token": true, "pwd": null}}',
+]
+
+
+def test_no_secret_under_a_secret_looking_name_reaches_the_webhook_receiver(
+    server: Server, receiver: Receiver
+) -> None:
+    for body in HOSTILE_BODIES:
+        response = server.client.post(
+            "/v1/skills/set_flag/execute",
+            content=body.encode(),
+            headers={**server.as_("olga"), "content-type": "application/json"},
+        )
+        assert response.status_code == 202, response.text
+
+    received = receiver.wait(len(HOSTILE_BODIES))
+    for got in received:
+        for text in (json.dumps(got.body), json.dumps(got.body, ensure_ascii=False)):
+            for secret in ("k-s3cr3t", "424242424242", "true", "null"):
+                assert secret not in text, got.body
+        [args] = [f["text"] for f in got.body["blocks"][0]["fields"] if "*Args*" in f["text"]]
+        assert '"[REDACTED]"' in args
+
+
 def test_a_request_that_expired_while_no_manager_ran_is_posted_at_start_up(
     settings_for: Any, store: Store
 ) -> None:

@@ -37,7 +37,7 @@ def test_migrations_create_exactly_the_schema_of_the_models(
         store.close()
 
     assert differences == []
-    assert version == "0008"  # the head: 0006 installed packs, 0008 credentials
+    assert version == "0008"  # the head: 0007 pack provenance, 0008 credentials
 
 
 def test_opening_a_migrated_store_again_migrates_nothing_and_keeps_one_version(

@@ -3,13 +3,14 @@ audited (on SQLite and PostgreSQL where the engine could matter)."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
 from sqlalchemy import text
 
 from ongrid_skills.errors import Conflict, InvalidRequest
-from ongrid_skills.store import open_store
+from ongrid_skills.store import Store, open_store
 from ongrid_skills.store.tokens import hash_token
 from ongrid_skills.types import Role
 
@@ -190,3 +191,45 @@ def test_a_token_can_be_revoked_by_id_and_creation_and_revocation_are_audited(
     finally:
         store.close()
     assert actions == [("token.revoked", "cli:ops"), ("token.created", "cli:ops")]
+
+
+def race_round(stores: list[Store], round_: int) -> tuple[list[object], list[object]]:
+    """Each store, released together, makes a first token, then a token named deploy<round>:
+    what each got (a token, None, or the Conflict)."""
+    barrier = threading.Barrier(len(stores))
+    firsts: list[object] = []
+    named: list[object] = []
+
+    def race(store: Store) -> None:
+        barrier.wait()
+        firsts.append(store.tokens.create_first(f"admin{round_}", Role.ADMIN, "manager"))
+        try:
+            named.append(store.tokens.create(f"deploy{round_}", Role.OPERATOR)[1])
+        except Conflict as exc:
+            named.append(exc)
+
+    threads = [threading.Thread(target=race, args=(store,)) for store in stores]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    return firsts, named
+
+
+def test_stores_racing_to_make_a_first_token_or_one_name_make_exactly_one(
+    tmp_path: Path, database_url: str | None
+) -> None:
+    """Four stores on one database (as four processes would be), released together."""
+    stores = [open_store(str(tmp_path / "data"), database_url) for _ in range(4)]
+    try:
+        for round_ in range(5):
+            firsts, named = race_round(stores, round_)
+            assert len(firsts) == len(named) == len(stores)
+            assert sum(first is not None for first in firsts) == 1, firsts
+            assert sum(not isinstance(n, Conflict) for n in named) == 1, named
+            # The round's tokens go, so the next round starts with no active token again.
+            assert stores[0].tokens.revoke(f"admin{round_}")
+            assert stores[0].tokens.revoke(f"deploy{round_}")
+    finally:
+        for store in stores:
+            store.close()

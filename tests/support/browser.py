@@ -34,6 +34,7 @@ from playwright.sync_api import Browser, ConsoleMessage, Page, sync_playwright
 
 from ongrid_skills.doors.asgi import create_app
 from ongrid_skills.doors.cli.server import MAX_REQUEST_HEAD_BYTES
+from ongrid_skills.doors.cli.serving import proxy_options
 from ongrid_skills.settings import Settings
 from ongrid_skills.store import Store, open_store
 from tests.support.server import ROLES, make_settings
@@ -129,10 +130,15 @@ def csrf_of(html: str) -> str:
     return match.group(1)
 
 
-def login_http(client: httpx.Client, token: str, next_path: str = "/skills") -> httpx.Response:
-    """The login dance of a browser: the form (its nonce cookie), then the post."""
-    nonce = csrf_of(client.get("/login").text)
-    return client.post("/login", data={"csrf": nonce, "token": token, "next": next_path})
+def login_http(
+    client: httpx.Client, token: str, next_path: str = "/skills", forwarded_for: str | None = None
+) -> httpx.Response:
+    """The login dance of a browser: the form (its nonce cookie), then the post (sent with
+    ``X-Forwarded-For: forwarded_for`` when given)."""
+    headers = {"x-forwarded-for": forwarded_for} if forwarded_for else {}
+    nonce = csrf_of(client.get("/login", headers=headers).text)
+    data = {"csrf": nonce, "token": token, "next": next_path}
+    return client.post("/login", data=data, headers=headers)
 
 
 def write_console_skills(skills: Path, personas: Path) -> None:
@@ -189,6 +195,7 @@ def console_server(
         http="h11",
         h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES,
         lifespan="on",
+        **proxy_options(settings.trusted_proxies),
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)

@@ -27,6 +27,7 @@ from typing import Any
 import nats
 import pytest
 
+from ongrid_skills.fleet.bus import Names
 from ongrid_skills.fleet.signing import manager_key
 from ongrid_skills.settings import Settings
 from tests.support.nats import NatsServer, running_nats
@@ -193,6 +194,34 @@ async def _publish(url: str, subject: str, body: bytes, headers: dict[str, str] 
 def publish(url: str, subject: str, body: bytes, headers: dict[str, str] | None = None) -> None:
     """Publish one message into JetStream as any party on the bus could."""
     asyncio.run(_publish(url, subject, body, headers))
+
+
+@dataclass(frozen=True)
+class Consumer:
+    """What the NATS server says of a host's calls consumer."""
+
+    waiting: int  # pull requests waiting for a message
+    delivered: int  # the stream sequence of the last call delivered to it (0: none)
+    unacknowledged: int
+
+
+async def _consumer(url: str, prefix: str, host: str) -> Consumer:
+    names = Names(prefix)
+    nc = await nats.connect(url)
+    try:
+        info = await nc.jetstream().consumer_info(names.calls_stream, names.worker_consumer(host))
+    finally:
+        await nc.close()
+    return Consumer(
+        info.num_waiting or 0,
+        info.delivered.stream_seq if info.delivered else 0,
+        info.num_ack_pending or 0,
+    )
+
+
+def consumer(url: str, prefix: str, host: str) -> Consumer:
+    """The state of ``host``'s calls consumer, as the server has it now."""
+    return asyncio.run(_consumer(url, prefix, host))
 
 
 class Spy:

@@ -13,6 +13,9 @@ Hosts` (a watcher, re-made after every reconnection), reads the events stream of
 3. The host must take it (its ``accepted`` message) before the expiry plus the clock skew
    allowed; otherwise the message is deleted from the stream and the call fails
    ``host_offline``. After the expiry a worker refuses it anyway, so it can never run later.
+   A host that goes offline first ends the wait then (within its TTL): the message is deleted,
+   and the call fails ``host_offline`` if NATS never delivered it (it cannot run), else it is
+   ``interrupted`` (the frozen host holds it, and runs it if it resumes before the expiry).
 4. The host's events enter the call's timeline as they come, in order (numbered; a repeated
    number is dropped); the ``outcome`` message ends the call with the host's record of it.
 5. A host that goes offline (no heartbeat for its TTL) or restarts (a new instance) while it
@@ -41,9 +44,11 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.kv import KeyValue
 
 from ongrid_skills.execution.records import ErrorInfo, Event, EventSink, Execution, Status
-from ongrid_skills.fleet import bus
+from ongrid_skills.fleet import bus, untaken
 from ongrid_skills.fleet.catalogue import Hosts
 from ongrid_skills.fleet.signing import CLOCK_SKEW_SECONDS, Call, new_nonce, sign
+from ongrid_skills.fleet.untaken import local as _local
+from ongrid_skills.fleet.untaken import when as _when
 from ongrid_skills.fleet.wire import apply_outcome, decode
 from ongrid_skills.metrics import Metrics
 from ongrid_skills.packs.keys import SigningKey
@@ -69,6 +74,10 @@ class Pending:
     emit: EventSink
     done: asyncio.Future[tuple[dict[str, Any], str | None]]
     accepted: asyncio.Event = field(default_factory=asyncio.Event)
+    accepted_at: float | None = None  # this manager's clock
+    #: What became of the host ("went offline: …") while it had not taken the call yet.
+    lost: str | None = None
+    woken: asyncio.Event = field(default_factory=asyncio.Event)  # set with ``lost``
     instance: str | None = None
     seq: int = 0
     parts: list[str] = field(default_factory=list)
@@ -194,11 +203,11 @@ class Fleet:
         if operation in ("DEL", "PURGE") or value is None:
             changed, replaced = self.hosts.remove(key), None
             if changed:
-                self._lost(key, f"host {key} stopped")
+                self._lost(key, f"stopped (its worker left the bus at {_when(time.time())})")
         else:
             changed, replaced = self.hosts.apply(key, value)
         if replaced is not None:
-            self._lost(key, f"host {key} restarted while the call ran", instance=replaced)
+            self._lost(key, "restarted (a new instance announced itself)", instance=replaced)
         self._observe(key)
         if changed:
             self.on_change()
@@ -213,18 +222,27 @@ class Fleet:
             for host in gone:
                 state = self.hosts.hosts[host]
                 ttl = state.announcement.ttl
-                self._lost(host, f"host {host} went offline (no heartbeat for {ttl:g} s)")
+                last = time.time() - (self.hosts.clock() - state.seen)
+                self._lost(host, f"went offline: no heartbeat for {ttl:g} s since {_when(last)}")
             if gone:
                 self._observe(*gone)
                 self.on_change()
 
-    def _lost(self, host: str, why: str, *, instance: str | None = None) -> None:
-        """Interrupt the calls this host took (of ``instance`` only, when given)."""
+    def _lost(self, host: str, what: str, *, instance: str | None = None) -> None:
+        """The host ``what`` (went offline, stopped): interrupt the calls it took (of
+        ``instance`` only, when given), and wake the calls it has not taken yet (not for a
+        restart: the new instance takes those from the stream)."""
         for call in list(self.pending.values()):
-            if call.host != host or not call.accepted.is_set() or call.done.done():
+            if call.host != host or call.done.done():
+                continue
+            if not call.accepted.is_set():
+                if instance is None:
+                    call.lost = what
+                    call.woken.set()
                 continue
             if instance is not None and call.instance != instance:
                 continue
+            why = f"host {host} took the call at {_when(call.accepted_at)} and then {what}"
             LOG.warning("call %s interrupted: %s", call.execution.id, why)
             call.done.set_result((_local("interrupted", "interrupted", why), None))
 
@@ -307,17 +325,29 @@ class Fleet:
             return _local("failed", "host_offline", why), None
         deadline = call.expires_at + CLOCK_SKEW_SECONDS + TAKE_MARGIN_SECONDS - time.time()
         taken: asyncio.Future[Any] = asyncio.ensure_future(pending.accepted.wait())
-        either: set[asyncio.Future[Any]] = {taken, pending.done}
+        woken: asyncio.Future[Any] = asyncio.ensure_future(pending.woken.wait())
+        # A refusal of the host (call_expired…) ends the call without a take; the host going
+        # offline ends the wait at once (_lost).
+        any_of: set[asyncio.Future[Any]] = {taken, woken, pending.done}
         try:
-            # A refusal of the host (call_expired…) ends the call without a take.
-            await asyncio.wait(either, timeout=max(0.0, deadline), return_when="FIRST_COMPLETED")
+            await asyncio.wait(any_of, timeout=max(0.0, deadline), return_when="FIRST_COMPLETED")
         finally:
             taken.cancel()
-        if not pending.accepted.is_set() and not pending.done.done():
-            await self._withdraw(seq)
-            why = f"host {call.host} did not take the call within {self.ttl:g} s"
-            return _local("failed", "host_offline", why), None
-        return await pending.done
+            woken.cancel()
+        if pending.done.done():
+            return pending.done.result()
+        if pending.lost is not None:
+            if pending.accepted.is_set():  # its "accepted" came in after it was seen gone
+                why = (
+                    f"host {call.host} {pending.lost}; its word that it took the call came "
+                    f"only after that, at {_when(pending.accepted_at)}: what it reports is ignored"
+                )
+                return _local("interrupted", "interrupted", why), None
+            return await untaken.lost(self._js, self.names, call, seq, pending.lost), None
+        if pending.accepted.is_set():
+            return await pending.done
+        await untaken.withdraw(self._js, self.names, seq)
+        return untaken.expired(call), None
 
     async def _publish(
         self, call: Call, message_id: str, *, until: float | None = None
@@ -341,13 +371,6 @@ class Fleet:
                     return None
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, 1.0)
-
-    async def _withdraw(self, seq: int | None) -> None:
-        """Delete a call nobody took from the stream (it is expired for workers anyway)."""
-        if seq is None or self._js is None:
-            return
-        with contextlib.suppress(Exception):
-            await self._js.delete_msg(self.names.calls_stream, seq)
 
     async def _cancel(self, call: Call) -> None:
         now = time.time()
@@ -379,6 +402,7 @@ class Fleet:
             return
         pending.seq = message.seq
         if message.type == "accepted":
+            pending.accepted_at = time.time()
             instance = message.data.get("instance")
             pending.instance = instance if isinstance(instance, str) else None
             pending.accepted.set()
@@ -397,8 +421,3 @@ class Fleet:
         execution.error = error
         execution.finished_at = time.time()
         emit(Event("status", {"status": status.value, "reason": error.message}))
-
-
-def _local(status: str, code: str, message: str) -> dict[str, Any]:
-    """An outcome decided by this manager, not reported by the host."""
-    return {"status": status, "error": {"code": code, "message": message}, "local": True}

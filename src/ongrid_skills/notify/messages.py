@@ -8,9 +8,9 @@ page, ``<public URL>/approvals/<id>``.
 
 Values that people typed (comments, reasons, args) reach the section only, escaped for mrkdwn
 (``&``, ``<``, ``>``: no link, mention or ``<!channel>`` can be forged) and cut short; the args are
-a short preview with secret-looking values masked, and their digest. ``text`` holds names only,
-with ``@`` defused so that no name can mention a channel. This module builds data; it must never
-send anything.
+a short preview with the values of secret-looking keys masked (whatever their type), and their
+digest. ``text`` holds names only, with ``@`` defused so that no name can mention a channel. This
+module builds data; it must never send anything.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import urllib.parse
 from datetime import UTC, datetime
 from typing import Any
 
-from ongrid_skills.builtins.redact import redact
+from ongrid_skills.builtins.redact import mask_secrets
 from ongrid_skills.execution.digests import args_digest
 from ongrid_skills.notify.events import ApprovalEvent
 
@@ -82,9 +82,10 @@ def message(event: ApprovalEvent, public_url: str) -> dict[str, Any]:
 
 
 def args_preview(args: Any) -> str:
-    """Compact JSON of the args, secret-looking values masked, cut to PREVIEW_CHARS."""
-    text = json.dumps(args, ensure_ascii=False, separators=(",", ":"), default=str)
-    return _cut(redact(text), PREVIEW_CHARS)
+    """Compact JSON of the args, cut to PREVIEW_CHARS. Masked on the parsed value, never on its
+    text: a secret-looking key's value is masked whole, whatever its type (see mask_secrets)."""
+    text = json.dumps(mask_secrets(args), ensure_ascii=False, separators=(",", ":"), default=str)
+    return _cut(text, PREVIEW_CHARS)
 
 
 def _cut(text: str, limit: int) -> str:

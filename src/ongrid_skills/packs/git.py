@@ -88,6 +88,22 @@ def looks_like_git(text: str) -> bool:
     return base.rstrip("/").endswith(".git")
 
 
+def is_scp_like(text: str) -> bool:
+    """``user@host:path``: git's scp-like ssh address (no scheme)."""
+    return _SCP_RE.fullmatch(text) is not None
+
+
+def is_local_git(text: str) -> bool:
+    """Whether a git source names a repository of this host (``file://`` or a path), told from
+    its text alone: nothing is looked up, so a source that must be remote is refused before
+    anything of this host is touched."""
+    body = text[len(GIT_PREFIX) :] if text.startswith(GIT_PREFIX) else text
+    url, _ref = split_ref(body)
+    if url.lower().startswith("file:"):
+        return True
+    return "://" not in url and not is_scp_like(url)
+
+
 def split_ref(text: str) -> tuple[str, str | None]:
     """``(url, ref)`` of ``URL@REF``: the ``@`` after the last ``/`` introduces a ref (so a
     ref holds no ``/``, and ``user@host`` of a URL is never one)."""

@@ -18,11 +18,14 @@ An index is static JSON, so a team hosts its marketplace as files (``pack index 
     }
 
 ``source`` is a URL, a git source, or a path; a relative one is resolved against the index's own
-location (the folder of a local index, the URL of a remote one: a remote index never names a
-file of this host). ``digest`` is what the fetched pack must have; ``signer``, when given, the
-key its signature must be by. Indexes are read strictly (one JSON object, no key twice, at most
-16 MiB, every field checked) and merged in the order configured: for one ``id@version`` the first
-index that lists it wins. Only :func:`build_index` writes, and only the one file it is asked to.
+location (the folder of a local index, the URL of a remote one). A remote index never names a
+source of this host: its paths resolve to URLs of its server, and an entry naming a repository
+or a file of this host (``git+/path``, ``file://``) is refused when installed
+(:func:`.sources.from_index`). ``digest`` is what the fetched pack must have; ``signer``, when
+given, the key its signature must be by. Indexes are read strictly (one JSON object, no key
+twice, at most 16 MiB, every field checked) and merged in the order configured: for one
+``id@version`` the first index that lists it wins. Only :func:`build_index` writes, and only
+the one file it is asked to.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from ongrid_skills.errors import NotFound, PackIndexError, PackProblem, SkillErr
 from ongrid_skills.packs.digest import is_digest
 from ongrid_skills.packs.fetch import FetchPolicy, fetch_bytes, is_url, shown_url
 from ongrid_skills.packs.files import Limits
+from ongrid_skills.packs.git import is_scp_like
 from ongrid_skills.packs.keys import TrustedKeys, is_fingerprint
 from ongrid_skills.packs.manifest import (
     ID_RE,
@@ -67,6 +71,7 @@ class IndexVersion:
     digest: str
     signer: str | None
     index: str
+    remote: bool = True  # listed by an index read from a URL: its source must be remote too
 
     @property
     def label(self) -> str:
@@ -258,7 +263,9 @@ def _pack(item: Any, where: str, shown: str, base: str, bad: Any) -> IndexPack |
             bad(f"{at}/signer", "a SHA256: key fingerprint")
             continue
         resolved = resolve_source(base, source.strip())
-        versions.append(IndexVersion(pack_id, version, resolved, str(digest), signer, shown))
+        versions.append(
+            IndexVersion(pack_id, version, resolved, str(digest), signer, shown, is_url(base))
+        )
     versions.sort(key=lambda v: version_key(v.version), reverse=True)
     shown_home = homepage if is_homepage(homepage) else None
     return IndexPack(pack_id, description.strip(), shown_home, tuple(versions))
@@ -266,7 +273,7 @@ def _pack(item: Any, where: str, shown: str, base: str, bad: Any) -> IndexPack |
 
 def resolve_source(base: str, source: str) -> str:
     """``source`` as fetched: relative ones against the index's URL or folder."""
-    if is_url(source) or source.startswith("git+") or "://" in source:
+    if is_url(source) or source.startswith("git+") or "://" in source or is_scp_like(source):
         return source
     if is_url(base):
         return urllib.parse.urljoin(base, source)

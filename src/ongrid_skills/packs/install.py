@@ -9,11 +9,13 @@ An install, under the packs lock (:meth:`PackHome.lock`), in this order:
    untrusted, with a warning), check it is the pack an index named (digest, signer), load
    and lint every skill and persona (:mod:`.contents`), refuse names taken by loaded skills
    or personas (each listed);
-3. **begin** — record the new version and the change, pending (:class:`PackRecords`);
+3. **begin** — record the new version and the change, pending, with this install's
+   provenance (:class:`PackRecords`);
 4. **place** — rename the staged folder, read-only, into ``packs/<id>/<version>``;
 5. **switch** — replace the ``.active/<id>`` link in one rename: this is the moment the change
    happens, for every reader (the registry of a server, a CLI's ``list``);
-6. **commit** — record the change done, with its audit entry.
+6. **commit** — record the change done, with its audit entry; the version's row takes the
+   change's provenance, actor and time (also when it reuses files kept from an earlier install).
 
 A failure before 5 changes nothing anyone sees; a process killed between two steps leaves a
 pending change that the next command commits (the link was switched) or aborts (it was not).
@@ -48,7 +50,7 @@ from ongrid_skills.packs.files import Limits
 from ongrid_skills.packs.home import PackHome
 from ongrid_skills.packs.keys import TrustedKeys
 from ongrid_skills.packs.manifest import version_key
-from ongrid_skills.packs.records import Change, InstalledVersion, PackRecords
+from ongrid_skills.packs.records import Change, InstalledVersion, PackRecords, Provenance
 from ongrid_skills.packs.source import StagedPack, stage
 from ongrid_skills.packs.trust import Trust, Verification, judge
 from ongrid_skills.skills.registry import Registry
@@ -82,6 +84,20 @@ class Candidate:
     digest: str | None = None  # an index's digest: what is staged must have it
     signer: str | None = None  # an index's signer: the signature must be this key's
     via: str | None = None  # the index it was resolved through
+    newest_only: bool = False  # an unpinned pack id: never replaces a newer active version
+
+
+def older_than_active(pack_id: str, offered: str, active: str) -> str | None:
+    """Why the indexes' newest ``offered`` may not replace ``active`` (None when it may): an
+    unpinned install or an upgrade never goes back, whatever a stale mirror or a tampered
+    index offers. Only ``ID@VERSION`` (or a file, or a rollback) installs an older version."""
+    if version_key(offered) >= version_key(active):
+        return None
+    return (
+        f"the indexes offer {pack_id} {offered} at most, older than the active {active} (a "
+        f"stale mirror, or an index that is not what it was?): nothing changed; install "
+        f"{pack_id}@{offered} to go back to it on purpose"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +193,10 @@ class Installer:
         warnings += [p.format() for p in contents.warnings]
         pack_id, version = manifest.id, manifest.version
         active = self.home.active().get(pack_id)
+        if candidate.newest_only and active is not None:
+            older = older_than_active(pack_id, version, active)
+            if older is not None:
+                raise Conflict(older)
         rows = {row.version: row for row in self.records.versions(pack_id)}
         kept = rows.get(version)
         if active == version:
@@ -202,27 +222,29 @@ class Installer:
             action = "upgrade"
         else:
             action = "downgrade"
-        record = None
-        if not reuse:
-            record = InstalledVersion(
-                pack_id=pack_id,
-                version=version,
-                digest=staged.digest,
-                source=candidate.source,
-                signer=verdict.signer,
-                trust=verdict.trust.value,
-                layout=staged.detected.layout.value,
-                description=manifest.description,
-                homepage=manifest.homepage,
-                skills=tuple(contents.skill_names()),
-                personas=tuple(contents.persona_names()),
-                keep_seconds=self._keep(contents),
-                installed_by=actor,
-                installed_at=now,
-            )
+        record = InstalledVersion(
+            pack_id=pack_id,
+            version=version,
+            digest=staged.digest,
+            source=candidate.source,
+            signer=verdict.signer,
+            trust=verdict.trust.value,
+            layout=staged.detected.layout.value,
+            description=manifest.description,
+            homepage=manifest.homepage,
+            skills=tuple(contents.skill_names()),
+            personas=tuple(contents.persona_names()),
+            keep_seconds=self._keep(contents),
+            installed_by=actor,
+            installed_at=now,
+        )
         details = {"via": candidate.via} if candidate.via else {}
-        change = Change(action, pack_id, active, version, actor, now, details)
-        self.records.begin(change, record)
+        provenance = Provenance(record.source, record.signer, record.trust)
+        change = Change(action, pack_id, active, version, actor, now, details, provenance)
+        # Files kept from an earlier install of the same digest are used again; their row is
+        # kept until the commit gives it this install's provenance (an install that never
+        # happens leaves it saying where those files came from).
+        self.records.begin(change, None if reuse else record)
         checkpoint("begun")
         if not reuse:
             self.home.place(staged.root, pack_id, version)
@@ -232,9 +254,7 @@ class Installer:
         keep = (version, active) if active is not None else (version,)
         self.records.commit(change, keep=keep)
         self.collect()
-        done = record or kept
-        if done is not None:
-            done = replace(done, activated_at=now, withdrawn_at=None)
+        done = replace(record, activated_at=now, withdrawn_at=None)
         return Outcome(action, pack_id, version, active, done, tuple(warnings))
 
     def _check_trust(

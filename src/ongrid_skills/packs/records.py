@@ -84,10 +84,24 @@ class InstalledVersion:
 
 
 @dataclass(frozen=True, slots=True)
+class Provenance:
+    """Where the version an install makes active came from, as that install found it: its
+    source, signer and trust. Every install records its own (with the change's actor and time
+    as who and when), also one that finds the same files still kept from an earlier install
+    from elsewhere: the record is applied to the version's row when the change is committed,
+    so an install that never happened never rewrites it."""
+
+    source: str
+    signer: str | None
+    trust: str  # trusted | untrusted | unsigned
+
+
+@dataclass(frozen=True, slots=True)
 class Change:
     """One change of a pack's active version: ``install`` (none was active), ``upgrade`` or
     ``downgrade`` (another version becomes active), ``rollback`` (back to the previous one),
-    ``remove`` (none active any more). ``details`` goes into the audit entry."""
+    ``remove`` (none active any more). ``details`` goes into the audit entry; ``installed`` is
+    the provenance of what an install, upgrade or downgrade makes active (None otherwise)."""
 
     action: str
     pack_id: str
@@ -96,6 +110,7 @@ class Change:
     actor: str
     at: float
     details: dict[str, Any] = field(default_factory=dict)
+    installed: Provenance | None = None
 
     def audit_data(self, version: InstalledVersion | None) -> dict[str, Any]:
         """The audit entry's data: who is in the entry itself; here id, versions, source,
@@ -136,8 +151,9 @@ class PackRecords(Protocol):
         ...
 
     def commit(self, change: Change, *, keep: tuple[str, ...], recovered: bool = False) -> None:
-        """The switch happened: clear ``change``, mark ``to_version`` activated, withdraw every
-        version of the pack not in ``keep``, and append the audit entry, in one transaction."""
+        """The switch happened: clear ``change``, mark ``to_version`` activated (with the
+        change's provenance, who and when, when it has one), withdraw every version of the
+        pack not in ``keep``, and append the audit entry, in one transaction."""
         ...
 
     def abort(self, change: Change) -> None:

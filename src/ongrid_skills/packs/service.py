@@ -13,16 +13,23 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ongrid_skills.errors import NotFound
+from ongrid_skills.errors import Conflict, NotFound
 from ongrid_skills.packs.home import remove_tree
 from ongrid_skills.packs.index import Catalog, load_catalog
-from ongrid_skills.packs.install import Candidate, Installer, Outcome
+from ongrid_skills.packs.install import Candidate, Installer, Outcome, older_than_active
 from ongrid_skills.packs.manifest import version_key
 from ongrid_skills.packs.records import InstalledVersion, iso
-from ongrid_skills.packs.sources import SourcePolicy, from_index, obtain
+from ongrid_skills.packs.sources import (
+    SourcePolicy,
+    fetch_source,
+    from_index,
+    pack_ref,
+    resolve,
+)
 
 
 class Packs:
@@ -50,10 +57,24 @@ class Packs:
     def install(
         self, source: str, actor: str, *, allow_unsigned: bool = False, local: bool = True
     ) -> Outcome:
-        """Install ``source`` (a folder, an archive, a URL, a git source, ``ID[@VERSION]``)."""
+        """Install ``source`` (a folder, an archive, a URL, a git source, ``ID[@VERSION]``).
+
+        An unpinned ``ID`` never goes back: when the indexes offer only a version older than
+        the active one, Conflict, before anything is fetched (``upgrade``'s rule)."""
         policy = SourcePolicy(self.policy.fetch, self.policy.git_timeout, local=local)
+        ref = pack_ref(source, policy)
         with self.work() as work:
-            candidate = obtain(source, work, policy, self.catalog)
+            if ref is None:
+                candidate = fetch_source(source.strip(), work, policy)
+            else:
+                entry = resolve(ref, self.catalog())
+                unpinned = ref.version is None
+                if unpinned:
+                    active = self.home.active().get(entry.pack_id)
+                    older = active and older_than_active(entry.pack_id, entry.version, active)
+                    if older:
+                        raise Conflict(older)
+                candidate = replace(from_index(entry, work, policy), newest_only=unpinned)
             return self.installer.install(candidate, actor, work, allow_unsigned=allow_unsigned)
 
     def install_file(
@@ -78,10 +99,12 @@ class Packs:
             raise NotFound(f"no pack {pack_id!r} is installed")
         newest = self.catalog().resolve(pack_id)
         if version_key(newest.version) <= version_key(active):
+            older = older_than_active(pack_id, newest.version, active)
             record = self._record(pack_id, active)
-            return Outcome("unchanged", pack_id, active, active, record)
+            said = (f"warning: {older}",) if older else ()
+            return Outcome("unchanged", pack_id, active, active, record, said)
         with self.work() as work:
-            candidate = from_index(newest, work, self.policy)
+            candidate = replace(from_index(newest, work, self.policy), newest_only=True)
             return self.installer.install(candidate, actor, work, allow_unsigned=allow_unsigned)
 
     def rollback(self, pack_id: str, actor: str) -> Outcome:

@@ -262,6 +262,11 @@ class PackChangeRow(Base):
     actor: Mapped[str] = mapped_column(String(128))
     created_at: Mapped[float] = mapped_column(Float)
     details: Mapped[Any] = mapped_column(JSON)
+    # The provenance of what an install makes active (migration 0007; None for a rollback or
+    # a removal): written into the version's row when the change is committed.
+    source: Mapped[str | None] = mapped_column(Text)
+    signer: Mapped[str | None] = mapped_column(String(64))
+    trust: Mapped[str | None] = mapped_column(String(16))
 
 
 class CredentialRow(Base):

@@ -4,7 +4,10 @@
 (``home``: the id kept in that data dir's ``packs/``, so that replicas sharing a database keep
 apart the packs each has on its disk). A change is written in two transactions around the
 switch of the pack's link (``begin``, then ``commit`` or ``abort``); the audit entry is in the
-second, with the state it describes. This module never touches a pack's files.
+second, with the state it describes. A version's row says where its active files came from as
+of the last install that made them active: the pending change carries that install's source,
+signer and trust (migration 0007), and the commit writes them with its actor and time. This
+module never touches a pack's files.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from typing import Any, cast
 from sqlalchemy import Connection, Table, and_, delete, select, update
 
 from ongrid_skills.execution.records import Status
-from ongrid_skills.packs.records import Change, InstalledVersion
+from ongrid_skills.packs.records import Change, InstalledVersion, Provenance
 from ongrid_skills.store.audit import AuditLog
 from ongrid_skills.store.connection import Database
 from ongrid_skills.store.models import ExecutionRow, PackChangeRow, PackVersionRow
@@ -54,6 +57,7 @@ class PackRepo:
                 row["actor"],
                 row["created_at"],
                 dict(row["details"] or {}),
+                _provenance(row),
             )
             for row in rows
         ]
@@ -74,6 +78,9 @@ class PackRepo:
                     actor=change.actor,
                     created_at=change.at,
                     details=change.details,
+                    source=change.installed.source if change.installed else None,
+                    signer=change.installed.signer if change.installed else None,
+                    trust=change.installed.trust if change.installed else None,
                 )
             )
 
@@ -81,10 +88,19 @@ class PackRepo:
         with self.db.tx() as conn:
             conn.execute(delete(_CHANGES).where(self._pack(_CHANGES, change.pack_id)))
             if change.to_version is not None:
+                activated: dict[str, Any] = {"activated_at": change.at, "withdrawn_at": None}
+                if change.installed is not None:  # this install's own source, signer, who, when
+                    activated.update(
+                        source=change.installed.source,
+                        signer=change.installed.signer,
+                        trust=change.installed.trust,
+                        installed_by=change.actor,
+                        installed_at=change.at,
+                    )
                 conn.execute(
                     update(_VERSIONS)
                     .where(self._one(change.pack_id, change.to_version))
-                    .values(activated_at=change.at, withdrawn_at=None)
+                    .values(**activated)
                 )
             conn.execute(
                 update(_VERSIONS)
@@ -157,6 +173,12 @@ def _row(version: InstalledVersion) -> dict[str, Any]:
         "activated_at": version.activated_at,
         "withdrawn_at": version.withdrawn_at,
     }
+
+
+def _provenance(row: Any) -> Provenance | None:
+    if row["source"] is None or row["trust"] is None:
+        return None  # a rollback or a removal, or a change begun before migration 0007
+    return Provenance(row["source"], row["signer"], row["trust"])
 
 
 def _version(row: Any) -> InstalledVersion:

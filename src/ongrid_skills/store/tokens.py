@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, cast
 
-from sqlalchemy import Table, func, select
+from sqlalchemy import Connection, Table, func, select
 
 from ongrid_skills.errors import Conflict, InvalidRequest
 from ongrid_skills.execution.records import iso, new_id
@@ -52,28 +52,41 @@ class TokenRepo:
 
     def create(self, name: str, role: Role, actor: str = "cli") -> tuple[str, TokenInfo]:
         """A new token under the normalised ``name`` (see governance.principal.token_name),
-        unique among active tokens once normalised: one person, one identity."""
+        unique among active tokens once normalised: one person, one identity. Checked in the
+        write transaction that inserts it, so two processes cannot both pass the check."""
         name = token_name(name)
-        if any(identity_key(t.name) == name and t.revoked_at is None for t in self.all()):
-            raise Conflict(
-                f"an active token is already named {name!r} "
-                "(names are compared after NFKC and case folding)"
-            )
+        with self.db.tx() as conn:
+            if any(identity_key(active) == name for active in _active_names(conn)):
+                raise Conflict(
+                    f"an active token is already named {name!r} "
+                    "(names are compared after NFKC and case folding)"
+                )
+            return self._insert(conn, name, role, actor)
+
+    def create_first(self, name: str, role: Role, actor: str) -> tuple[str, TokenInfo] | None:
+        """A new token when there is no active token at all, else None. The check and the
+        insert are one write transaction, which takes the writers' lock first (PostgreSQL's
+        advisory lock, SQLite's BEGIN IMMEDIATE): of processes starting together on an empty
+        database, exactly one makes the token, the others see it and make none."""
+        name = token_name(name)
+        with self.db.tx() as conn:
+            if _active_names(conn):
+                return None
+            return self._insert(conn, name, role, actor)
+
+    def _insert(self, conn: Connection, name: str, role: Role, actor: str) -> tuple[str, TokenInfo]:
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
         info = TokenInfo(new_id(), name, role, time.time())
-        with self.db.tx() as conn:
-            conn.execute(
-                _TOKENS.insert().values(
-                    id=info.id,
-                    name=name,
-                    role=role.value,
-                    token_hash=hash_token(token),
-                    created_at=info.created_at,
-                )
+        conn.execute(
+            _TOKENS.insert().values(
+                id=info.id,
+                name=name,
+                role=role.value,
+                token_hash=hash_token(token),
+                created_at=info.created_at,
             )
-            self.audit.append(
-                conn, actor, "token.created", info.id, {"name": name, "role": role.value}
-            )
+        )
+        self.audit.append(conn, actor, "token.created", info.id, {"name": name, "role": role.value})
         return token, info
 
     def lookup(self, token: str) -> TokenInfo | None:
@@ -125,6 +138,12 @@ class TokenRepo:
                 select(func.count()).select_from(_TOKENS).where(_TOKENS.c.revoked_at.is_(None))
             ).scalar()
         return int(value or 0)
+
+
+def _active_names(conn: Connection) -> list[str]:
+    """The names of the active tokens, read on ``conn`` (inside the caller's transaction)."""
+    rows = conn.execute(select(_TOKENS.c.name).where(_TOKENS.c.revoked_at.is_(None)))
+    return [row[0] for row in rows]
 
 
 def _info(row: Any) -> TokenInfo:

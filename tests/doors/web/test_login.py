@@ -12,7 +12,7 @@ import pytest
 
 from ongrid_skills.doors.web.login import safe_next
 from ongrid_skills.doors.web.throttle import MAX_FAILURES, LoginThrottle
-from tests.support.browser import Console, csrf_of, login_http
+from tests.support.browser import Console, console_server, csrf_of, login_http
 
 
 def set_cookies(response: object) -> dict[str, str]:
@@ -54,15 +54,26 @@ def test_a_token_opens_a_session_in_an_httponly_strict_cookie_and_never_comes_ba
     assert console.tokens["olga"] not in response.text
 
 
-def test_the_session_cookie_is_secure_when_the_request_came_over_tls(console: Console) -> None:
-    """uvicorn trusts X-Forwarded-Proto from loopback: what a TLS-terminating proxy sends."""
-    with console.http(headers={"x-forwarded-proto": "https"}) as client:
+@pytest.fixture(scope="module")
+def proxied(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
+    """A console whose operator lists the proxies in front of it (loopback, and a network)."""
+    with console_server(
+        tmp_path_factory.mktemp("proxied"), trusted_proxies=("127.0.0.1", "10.0.0.0/8")
+    ) as served:
+        yield served
+
+
+def test_the_session_cookie_is_secure_when_a_listed_proxy_says_the_request_came_over_tls(
+    proxied: Console,
+) -> None:
+    """What a TLS-terminating proxy listed in ONGRID_TRUSTED_PROXIES sends."""
+    with proxied.http(headers={"x-forwarded-proto": "https"}) as client:
         form = client.get("/login")
         nonce = SimpleCookie(set_cookies(form)["ongrid_login"])["ongrid_login"]
         client.cookies.clear()  # a Secure cookie: httpx would not send it over http
         response = client.post(
             "/login",
-            data={"csrf": csrf_of(form.text), "token": console.tokens["vera"]},
+            data={"csrf": csrf_of(form.text), "token": proxied.tokens["vera"]},
             headers={"cookie": f"ongrid_login={nonce.value}"},
         )
     cookie = SimpleCookie(set_cookies(response)["ongrid_session"])["ongrid_session"]
@@ -70,6 +81,17 @@ def test_the_session_cookie_is_secure_when_the_request_came_over_tls(console: Co
     assert response.status_code == 303
     assert cookie["secure"] is True
     assert cookie["httponly"] is True
+
+
+def test_x_forwarded_proto_from_a_peer_that_is_not_listed_changes_nothing(
+    console: Console,
+) -> None:
+    with console.http(headers={"x-forwarded-proto": "https"}) as client:
+        form = client.get("/login")
+        response = login_http(client, console.tokens["vera"])
+    assert "secure" not in set_cookies(form)["ongrid_login"].lower()
+    assert response.status_code == 303
+    assert "secure" not in set_cookies(response)["ongrid_session"].lower()
 
 
 def test_only_a_hash_of_the_session_id_is_stored(console: Console) -> None:
@@ -118,6 +140,60 @@ def test_a_login_post_without_the_forms_nonce_is_refused(console: Console) -> No
     assert bare.status_code == 403
     assert "ongrid_session" not in set_cookies(response)
     assert "ongrid_session" not in set_cookies(bare)
+
+
+@pytest.mark.parametrize(
+    ("field", "cookie"),
+    [
+        ("", None),  # an empty field and no nonce cookie
+        (None, None),  # neither
+        ("", ""),  # both empty
+        ("forged-nonce", None),  # a field with no cookie to match
+    ],
+)
+def test_a_login_post_opens_no_session_unless_its_nonce_cookie_is_there_and_matches(
+    console: Console, field: str | None, cookie: str | None
+) -> None:
+    before = len(console.store.audit.entries(limit=1000, action="session.opened"))
+    data = {"token": console.tokens["admin"], "next": "/"}
+    if field is not None:
+        data["csrf"] = field
+    with console.http() as client:
+        if cookie is not None:
+            client.cookies.set("ongrid_login", cookie, path="/login")
+        response = client.post("/login", data=data)
+        still_out = client.get("/skills")
+    assert response.status_code == 403
+    assert "ongrid_session" not in set_cookies(response)
+    assert still_out.status_code == 303
+    assert len(console.store.audit.entries(limit=1000, action="session.opened")) == before
+
+
+@pytest.mark.parametrize("origin", ["null", "http://evil.example", "https://127.0.0.1"])
+def test_a_login_post_from_an_opaque_or_foreign_origin_is_refused_even_with_its_nonce(
+    console: Console, origin: str
+) -> None:
+    with console.http() as client:
+        nonce = csrf_of(client.get("/login").text)
+        response = client.post(
+            "/login",
+            data={"csrf": nonce, "token": console.tokens["admin"], "next": "/"},
+            headers={"origin": origin},
+        )
+    assert response.status_code == 403
+    assert "ongrid_session" not in set_cookies(response)
+
+
+def test_a_login_post_from_the_consoles_own_origin_opens_a_session(console: Console) -> None:
+    with console.http() as client:
+        nonce = csrf_of(client.get("/login").text)
+        response = client.post(
+            "/login",
+            data={"csrf": nonce, "token": console.tokens["vera"], "next": "/"},
+            headers={"origin": console.url, "sec-fetch-site": "same-origin"},
+        )
+    assert response.status_code == 303
+    assert "ongrid_session" in set_cookies(response)
 
 
 @pytest.mark.parametrize(
@@ -187,6 +263,46 @@ def test_failed_logins_from_one_address_are_throttled_even_with_a_good_token_the
     assert int(blocked.headers["retry-after"]) > 0
     assert "ongrid_session" not in set_cookies(blocked)
     assert after - before == MAX_FAILURES  # the refusals while blocked are not written
+
+
+def refused_clients(console: Console) -> list[str]:
+    entries = console.store.audit.entries(limit=1000, action="session.refused")
+    return [entry["data"]["client"] for entry in reversed(entries)]
+
+
+def test_a_loopback_client_rotating_x_forwarded_for_stays_throttled_and_audited_as_its_peer(
+    console: Console, fresh_throttle: LoginThrottle
+) -> None:
+    before = len(refused_clients(console))
+    with console.http() as client:
+        answers = [
+            login_http(client, "ogs_wrong", forwarded_for=f"198.51.100.{n}").status_code
+            for n in range(MAX_FAILURES)
+        ]
+        blocked = login_http(client, console.tokens["admin"], forwarded_for="192.0.2.1")
+    assert answers == [401] * MAX_FAILURES
+    assert blocked.status_code == 429
+    assert "ongrid_session" not in set_cookies(blocked)
+    assert refused_clients(console)[before:] == ["127.0.0.1"] * MAX_FAILURES
+
+
+def test_behind_a_listed_proxy_the_right_most_address_it_does_not_trust_is_the_client(
+    proxied: Console,
+) -> None:
+    proxied.web.state.login_throttle = LoginThrottle()
+    before = len(refused_clients(proxied))
+    chain = "192.0.2.66, 203.0.113.7, 10.1.2.3"  # made up by the client, then the proxies'
+    with proxied.http() as client:
+        answers = [
+            login_http(client, "ogs_wrong", forwarded_for=chain).status_code
+            for _ in range(MAX_FAILURES + 1)
+        ]
+        other = login_http(client, proxied.tokens["vera"], forwarded_for="203.0.113.8")
+    opened = proxied.store.audit.entries(limit=1, action="session.opened")
+    assert answers == [401] * MAX_FAILURES + [429]
+    assert other.status_code == 303  # another client behind the same proxy logs in
+    assert opened[0]["data"]["client"] == "203.0.113.8"
+    assert refused_clients(proxied)[before:] == ["203.0.113.7"] * MAX_FAILURES
 
 
 def test_a_throttled_address_may_try_again_once_its_failures_leave_the_window() -> None:

@@ -185,12 +185,14 @@ def test_sources_of_the_server_itself_are_refused_as_through_rest(
 ) -> None:
     local = write_pack(tmp_path / "here", "here")
     token = csrf(console, admin)
-    for source in (str(local), f"file://{local}", f"git+{local}"):
+    missing = tmp_path / "missing"
+    for source in (str(local), f"file://{local}", f"git+{local}", str(missing), f"{missing}.git"):
         answer = admin.post("/packs/install", data={"csrf": token, "source": source})
         rest = console.rest("POST", "/v1/packs", json={"source": source})
         assert answer.status_code == rest.status_code >= 400, source
         assert refused_code(answer.text) == rest.json()["error"]["code"]
         assert "Refused: nothing was changed" in answer.text
+        assert rest.json()["error"]["code"] == "invalid_request", source  # exists or not
     assert installed(console) == {}
 
 

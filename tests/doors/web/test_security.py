@@ -10,13 +10,13 @@ import pytest
 from fastapi.routing import APIRoute
 
 from ongrid_skills.doors.web.forms import checked_form, checked_upload
-from ongrid_skills.doors.web.security import CSP, cross_site_problem, csrf_token
-from tests.support.browser import Console
+from ongrid_skills.doors.web.security import CSP, cross_site_problem, csrf_token, origin_of
+from tests.support.browser import Console, console_server
 
 HEADERS = {
     "content-security-policy": CSP,
     "x-frame-options": "DENY",
-    "referrer-policy": "no-referrer",
+    "referrer-policy": "same-origin",
     "x-content-type-options": "nosniff",
 }
 
@@ -110,6 +110,8 @@ def test_the_csrf_token_of_another_session_is_refused(console: Console) -> None:
         {"sec-fetch-site": "cross-site"},
         {"sec-fetch-site": "same-site"},  # a sibling host or port
         {"sec-fetch-site": "same-origin", "origin": "http://evil.example"},
+        {"origin": "null"},  # a sandboxed frame, a data: URL, a file: page
+        {"sec-fetch-site": "same-origin", "origin": "null"},
     ],
 )
 def test_a_post_from_another_origin_is_refused_even_with_the_right_token(
@@ -122,20 +124,38 @@ def test_a_post_from_another_origin_is_refused_even_with_the_right_token(
     assert registry_reloads(console) == before
 
 
-def test_a_post_of_our_own_page_passes_with_its_origin_or_a_null_one(console: Console) -> None:
-    """Browsers send ``Origin: null`` for form posts under ``Referrer-Policy: no-referrer``."""
+def test_a_post_of_our_own_page_passes_with_its_origin(console: Console) -> None:
+    """Under ``Referrer-Policy: same-origin`` browsers send our origin with our forms' posts
+    (``no-referrer`` made them send ``Origin: null``, which is now refused)."""
     before = registry_reloads(console)
     with console.logged_in("admin") as client:
         own = {"origin": console.url, "sec-fetch-site": "same-origin"}
         first = client.post("/reload", data={"csrf": console.csrf(client)}, headers=own)
-        null = {"origin": "null", "sec-fetch-site": "same-origin"}
-        second = client.post("/reload", data={"csrf": console.csrf(client)}, headers=null)
         by_header = client.post(
             "/reload", headers={"x-csrf-token": console.csrf(client), **own}, data={}
         )
-    assert [first.status_code, second.status_code, by_header.status_code] == [303, 303, 303]
+    assert [first.status_code, by_header.status_code] == [303, 303]
     assert first.headers["location"].startswith("/skills?reloaded=")
-    assert registry_reloads(console) == before + 3
+    assert registry_reloads(console) == before + 2
+
+
+def test_behind_a_tls_proxy_a_post_from_the_public_urls_origin_passes(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """The proxy is not listed in ONGRID_TRUSTED_PROXIES: the request says http, the browser
+    https://ops.example; the operator's ONGRID_PUBLIC_URL names the console's own origin."""
+    base = tmp_path_factory.mktemp("public")
+    with console_server(base, public_url="https://ops.example/") as served:
+        before = registry_reloads(served)
+        with served.logged_in("admin") as client:
+            answers = [
+                client.post(
+                    "/reload", data={"csrf": served.csrf(client)}, headers={"origin": origin}
+                ).status_code
+                for origin in ("https://ops.example", "https://evil.example", "null")
+            ]
+        assert answers == [303, 403, 403]
+        assert registry_reloads(served) == before + 1
 
 
 def test_the_same_origin_check_reads_the_host_and_scheme_of_the_request() -> None:
@@ -147,8 +167,17 @@ def test_the_same_origin_check_reads_the_host_and_scheme_of_the_request() -> Non
     assert cross_site_problem(scope) is None
     scope["headers"] = [(b"host", b"ops.example:8731"), (b"origin", b"http://ops.example:9999")]
     assert cross_site_problem(scope) == "the request comes from another origin"
+    scope["headers"] = [(b"host", b"ops.example:8731"), (b"origin", b"null")]
+    assert cross_site_problem(scope) == "the request comes from an opaque origin (null)"
     scope["headers"] = [(b"host", b"ops.example"), (b"sec-fetch-site", b"none")]
     assert cross_site_problem(scope) is None
+    # Behind a TLS proxy the request says http: the public URL's origin is ours too.
+    scope["headers"] = [(b"host", b"ops.example"), (b"origin", b"https://ops.example")]
+    assert cross_site_problem(scope) == "the request comes from another origin"
+    public = origin_of("https://OPS.example:443/console")
+    assert cross_site_problem(scope, public) is None
+    scope["headers"] = [(b"host", b"ops.example"), (b"origin", b"https://evil.example")]
+    assert cross_site_problem(scope, public) == "the request comes from another origin"
 
 
 def test_a_sessions_csrf_token_is_stable_and_tells_nothing_of_the_session_id() -> None:

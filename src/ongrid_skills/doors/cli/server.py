@@ -59,7 +59,11 @@ def serve(ctx: click.Context, host: str, port: int, watch: bool, access_log: boo
     import uvicorn  # noqa: PLC0415 - lazy: see above
 
     from ongrid_skills.doors.asgi import create_app  # noqa: PLC0415
-    from ongrid_skills.doors.cli.serving import BoundedHttpTools, GracefulServer  # noqa: PLC0415
+    from ongrid_skills.doors.cli.serving import (  # noqa: PLC0415
+        BoundedHttpTools,
+        GracefulServer,
+        proxy_options,
+    )
     from ongrid_skills.runtime import bootstrap_admin_token  # noqa: PLC0415
 
     settings = ctx.obj.settings()
@@ -86,6 +90,7 @@ def serve(ctx: click.Context, host: str, port: int, watch: bool, access_log: boo
         http=BoundedHttpTools,
         h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES,
         loop=loop,
+        **proxy_options(settings.trusted_proxies),
     )
     server = GracefulServer(config)
     try:

@@ -1,5 +1,6 @@
 """The uvicorn server ``serve`` runs: an orderly stop on SIGTERM/SIGINT ends with status 0, and
-the HTTP parser it speaks, httptools with a bound on the request head.
+the HTTP parser it speaks, httptools with a bound on the request head, and whose proxy headers
+it believes.
 
 uvicorn re-raises the signal it caught once it has shut down gracefully, so a supervisor
 (systemd, make) would see death by SIGTERM (status 143) for what was an orderly stop. Imported
@@ -19,6 +20,15 @@ from typing import Any
 import httptools
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+
+def proxy_options(trusted_proxies: tuple[str, ...]) -> dict[str, Any]:
+    """uvicorn's proxy-header options for ``ONGRID_TRUSTED_PROXIES``: X-Forwarded-For and
+    X-Forwarded-Proto are read only from those peers (the client is then the right-most address
+    of the chain that is not one of them), and from no peer when there are none. uvicorn's own
+    default trusts 127.0.0.1 and ``$FORWARDED_ALLOW_IPS``: any local process could make up its
+    address (and reset its login throttle), so that default is never left in place."""
+    return {"proxy_headers": bool(trusted_proxies), "forwarded_allow_ips": list(trusted_proxies)}
 
 
 class GracefulServer(uvicorn.Server):

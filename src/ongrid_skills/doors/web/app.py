@@ -42,7 +42,7 @@ def build_web_app(settings: Settings) -> FastAPI:
     app.state.login_throttle = LoginThrottle()
     errors.install(app)
     # Added last, so outermost: every answer carries the headers, the guard's refusals included.
-    app.add_middleware(SameOriginGuard)
+    app.add_middleware(SameOriginGuard, public_url=settings.public_url)
     app.add_middleware(SecurityHeaders)
     app.router.routes.append(Route(PREFIX + "/{digest}/{name:path}", static_file, methods=["GET"]))
     app.router.routes.append(Route("/favicon.ico", favicon, methods=["GET"]))

@@ -26,7 +26,7 @@ from starlette.datastructures import FormData, UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 
 from ongrid_skills.doors.pack_changes import upload_limit
-from ongrid_skills.doors.web.security import cross_site_problem, same_token
+from ongrid_skills.doors.web.security import cross_site_problem, origin_of, same_token
 from ongrid_skills.doors.web.sessions import WebSession, current_session, settings_of
 from ongrid_skills.errors import Forbidden, InvalidRequest, TooLarge
 
@@ -86,6 +86,11 @@ async def read_form(request: Request) -> Form:
     return Form(pairs)
 
 
+def _origin_problem(request: Request) -> str | None:
+    """The guard's check again, with the console's public origin (``ONGRID_PUBLIC_URL``)."""
+    return cross_site_problem(request.scope, origin_of(settings_of(request).public_url))
+
+
 def _check_token(request: Request, given: str | None, session: WebSession) -> None:
     if not same_token(request.headers.get("x-csrf-token") or given, session.csrf):
         raise Forbidden("missing or wrong CSRF token: reload the page and try again")
@@ -95,7 +100,7 @@ async def checked_form(
     request: Request, session: Annotated[WebSession, Depends(current_session)]
 ) -> Form:
     """The posted fields of a logged-in user's own page, or 403 (or 401 without a session)."""
-    problem = cross_site_problem(request.scope)
+    problem = _origin_problem(request)
     if problem is not None:
         raise Forbidden(problem)
     form = await read_form(request)
@@ -173,7 +178,7 @@ async def checked_upload(
 ) -> AsyncIterator[Upload]:
     """:func:`checked_form` for a form with files: the upload of a logged-in user's own page,
     or 403 (or 401 without a session). The CSRF token is checked before any file is used."""
-    problem = cross_site_problem(request.scope)
+    problem = _origin_problem(request)
     if problem is not None:
         raise Forbidden(problem)
     upload = await read_upload(request, upload_limit(settings_of(request)))

@@ -115,7 +115,9 @@ async def login(request: Request) -> Response:
         )
     form = await read_form(request)
     next_path = form.get("next")
-    if not same_token(form.get("csrf"), request.cookies.get(LOGIN_COOKIE, "")):
+    # Double submit: the form's field must match the nonce cookie of the page it came from;
+    # neither may be missing or empty (an empty field matched an absent cookie once).
+    if not same_token(form.get("csrf"), request.cookies.get(LOGIN_COOKIE)):
         return login_form(
             request, next_path, status=403, error="The login form expired: please try again."
         )

@@ -3,10 +3,11 @@ requests, and the per-session CSRF token.
 
 - :class:`SecurityHeaders` puts the Content-Security-Policy (``default-src 'self'``: no inline
   script or style, nothing from another origin), ``X-Frame-Options: DENY``,
-  ``Referrer-Policy: no-referrer`` and ``X-Content-Type-Options: nosniff`` on every response of
+  ``Referrer-Policy: same-origin`` and ``X-Content-Type-Options: nosniff`` on every response of
   the web app, error pages, redirects and static files included.
 - :class:`SameOriginGuard` refuses every request with an unsafe method whose ``Sec-Fetch-Site``
-  or ``Origin`` says it comes from another site, before any route runs.
+  or ``Origin`` says it comes from another site, or from an opaque origin (``Origin: null``: a
+  sandboxed frame, a ``data:`` or ``file:`` page), before any route runs.
 - :func:`csrf_token` derives the session's CSRF token from its id; each form route checks it
   (``forms.checked_form``), compared in constant time.
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import urllib.parse
 
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -30,11 +32,14 @@ CSP = (
 HEADERS: tuple[tuple[bytes, bytes], ...] = (
     (b"content-security-policy", CSP.encode()),
     (b"x-frame-options", b"DENY"),
-    (b"referrer-policy", b"no-referrer"),
+    # same-origin, not no-referrer: under no-referrer browsers send ``Origin: null`` with the
+    # posts of our own forms, which could then not be told from a sandboxed attacker's.
+    (b"referrer-policy", b"same-origin"),
     (b"x-content-type-options", b"nosniff"),
     (b"cross-origin-opener-policy", b"same-origin"),
 )
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+DEFAULT_PORTS = {"http": ":80", "https": ":443"}
 #: Sec-Fetch-Site values of a request a page of ours (or the user, typing) made.
 OWN_SITES = frozenset({"same-origin", "none"})
 
@@ -66,18 +71,30 @@ def own_origin(scope: Scope) -> str:
     return f"{scope.get('scheme', 'http')}://{host}".lower()
 
 
-def cross_site_problem(scope: Scope) -> str | None:
+def origin_of(url: str) -> str:
+    """The origin of an absolute URL as browsers write it: scheme and host, and the port unless
+    it is the scheme's default."""
+    parts = urllib.parse.urlsplit(url)
+    scheme, host = parts.scheme.lower(), parts.netloc.rpartition("@")[2].lower()
+    return f"{scheme}://{host.removesuffix(DEFAULT_PORTS.get(scheme, '-'))}"
+
+
+def cross_site_problem(scope: Scope, public_origin: str | None = None) -> str | None:
     """Why an unsafe request must be refused as cross-site, or None. Browsers send
     ``Sec-Fetch-Site`` and ``Origin`` with every POST; a client that sends neither (curl, an old
-    browser) is left to the CSRF token."""
+    browser) is left to the CSRF token. The console's own origin is the one the request was
+    addressed to, or ``public_origin`` (``ONGRID_PUBLIC_URL``'s: a proxy in front may change the
+    scheme)."""
     headers = Headers(scope=scope)
     site = headers.get("sec-fetch-site")
     if site is not None and site.lower() not in OWN_SITES:
         return f"a {site} request may not change anything here"
     origin = headers.get("origin")
-    # "null" says nothing: with our Referrer-Policy (no-referrer) a browser sends it for the
-    # posts of our own forms. Sec-Fetch-Site above and the CSRF token still hold.
-    if origin is not None and origin != "null" and origin.lower() != own_origin(scope):
+    if origin is None:
+        return None
+    if origin.strip().lower() == "null":  # our pages send their origin (Referrer-Policy above)
+        return "the request comes from an opaque origin (null)"
+    if origin.lower() not in (own_origin(scope), public_origin):
         return "the request comes from another origin"
     return None
 
@@ -85,12 +102,13 @@ def cross_site_problem(scope: Scope) -> str | None:
 class SameOriginGuard:
     """Refuse (403) an unsafe request that says it comes from another site, before routing."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, public_url: str | None = None) -> None:
         self.app = app
+        self.public_origin = origin_of(public_url) if public_url else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] not in SAFE_METHODS:
-            problem = cross_site_problem(scope)
+            problem = cross_site_problem(scope, self.public_origin)
             if problem is not None:
                 await _refuse(send, problem)
                 return
@@ -119,8 +137,9 @@ def csrf_token(session_id: str) -> str:
     return hmac.new(session_id.encode(), b"ongrid-skills csrf", hashlib.sha256).hexdigest()
 
 
-def same_token(given: str | None, expected: str) -> bool:
-    """Constant-time comparison of a submitted token with the expected one."""
-    if given is None:
+def same_token(given: str | None, expected: str | None) -> bool:
+    """Constant-time comparison of a submitted token with the expected one; nothing (or an
+    empty value) on either side never matches, not even nothing."""
+    if not given or not expected:
         return False
     return hmac.compare_digest(given.encode(), expected.encode())
