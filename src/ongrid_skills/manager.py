@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection
 
-from ongrid_skills.approval_desk import ApprovalDesk
+from ongrid_skills.approvals.desk import ApprovalDesk
 from ongrid_skills.builtins.base import Reach
 from ongrid_skills.errors import (
     Busy,

@@ -4,7 +4,7 @@ What a watcher (``ongrid-skills approvals watch``, the web console's inbox) need
 nothing: the requests pending now, a ``ready`` marker, then every change of any request as the
 desk makes it, until the client leaves. Each event's data is the request exactly as
 ``GET /v1/approvals/{id}`` shows it. The stream only reads: deciding stays the desk's
-(:mod:`ongrid_skills.approval_desk`), telling the changes its feed's
+(:mod:`ongrid_skills.approvals.desk`), telling the changes its feed's
 (:mod:`ongrid_skills.approval_feed`). Its router is mounted before the routes of
 :mod:`ongrid_skills.doors.rest.routes`, where ``/v1/approvals/{approval_id}`` would take
 ``events`` for an id.
