@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from sqlalchemy import Connection
 
-from ongrid_skills.approval_feed import ApprovalFeed
+from ongrid_skills.approvals.feed import ApprovalFeed
 from ongrid_skills.execution.records import ErrorInfo, Event, Status
 from ongrid_skills.execution.timeline import EventHub
 from ongrid_skills.metrics import Metrics
