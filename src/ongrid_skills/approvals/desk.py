@@ -55,13 +55,10 @@ class ApprovalDesk:
         replica_id: str | None = None,
     ) -> None:
         self.store = store
-        self.hub = hub
         self.metrics = metrics
         self.runs = runs
         self.ttl_seconds = ttl_seconds
         self.clock = clock
-        #: The replica (lease id) an approved call starts on here; None on the embedded store.
-        self.replica_id = replica_id
         #: Ends requests and tells of every committed change (its feed and listeners).
         self.ledger = Ledger(store, hub, metrics, clock=clock)
         #: Both told of every committed change, after the commit: the live feed of the inbox
