@@ -1,9 +1,10 @@
 """The manager: the one ``submit()`` path every door uses, with the store, approvals and limits.
 
 resolve skill → idempotency → gate (class × persona mode × role × confirm) → deny, approval
-request, or run. Rows are written before the spawn, outcomes right after in groups (group
-commit: the caller does not wait for them); events are kept live in the hub and persisted in
-batches; every request, decision and result lands in the audit chain.
+request, or run. Rows are written before the spawn; an admitted call runs through
+:mod:`ongrid_skills.calls` (slots, events, outcomes committed in groups), an approval request
+through the desk of :mod:`ongrid_skills.approvals`; every request, decision and result lands in
+the audit chain. Start-up recovery: :mod:`ongrid_skills.recovery`, then the desk's.
 """
 
 from __future__ import annotations
@@ -13,13 +14,11 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
-from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection
-
-from ongrid_skills.approval_desk import ApprovalDesk
+from ongrid_skills.approvals.desk import ApprovalDesk
 from ongrid_skills.builtins.base import Reach
+from ongrid_skills.calls import Calls
 from ongrid_skills.errors import (
     Busy,
     Conflict,
@@ -28,19 +27,19 @@ from ongrid_skills.errors import (
     InvalidArgs,
     NotFound,
     SkillError,
-    StorageFull,
 )
 from ongrid_skills.execution.digests import args_digest
-from ongrid_skills.execution.pipeline import check_runnable, check_transportable, run_skill
+from ongrid_skills.execution.pipeline import check_runnable, check_transportable
 from ongrid_skills.execution.records import ErrorInfo, Event, EventSink, Execution, Status
 from ongrid_skills.execution.runner import Runner, SubprocessRunner
-from ongrid_skills.execution.supervision import groups_dir_of, kill_left_behind
-from ongrid_skills.execution.timeline import EventHub, Timeline
+from ongrid_skills.execution.supervision import groups_dir_of
+from ongrid_skills.execution.timeline import EventHub
 from ongrid_skills.fleet import follow
-from ongrid_skills.fleet.replica import Replica, interrupt
+from ongrid_skills.fleet.replica import Replica
 from ongrid_skills.governance.gate import admit, may_cancel
 from ongrid_skills.governance.principal import Principal
 from ongrid_skills.metrics import Metrics
+from ongrid_skills.recovery import end_left_behind
 from ongrid_skills.settings import Settings
 from ongrid_skills.skills.model import Skill
 from ongrid_skills.skills.persona import Persona
@@ -80,15 +79,23 @@ class Manager:
         #: What built-ins may reach (files, network); a malformed setting fails here, at start.
         self.reach = Reach.from_settings(settings)
         self.hub = EventHub()
-        self.slots = asyncio.Semaphore(settings.max_concurrent_executions)
-        self.running = 0
-        self.waiting = 0
-        self.tasks: dict[str, asyncio.Task[None]] = {}
-        self._entered: set[str] = set()  # tasks whose coroutine has started
         #: On a shared database, this process's lease; the rows of its calls name its id.
         ttl = settings.replica_lease_ttl_seconds
         self.replica = Replica(store, ttl=ttl) if settings.database_url else None
         self.replica_id = self.replica.id if self.replica is not None else None
+        #: The admitted calls running in this process (slots, counters, outcomes).
+        self.calls = Calls(
+            settings,
+            store,
+            self.hub,
+            self.metrics,
+            runner=self.runner,
+            reach=self.reach,
+            registry=lambda: self.registry,
+            fleet=lambda: self.fleet,
+            clock=lambda: self.clock(),  # noqa: PLW0108 - read at each use: a replaced clock is seen
+            replica_id=self.replica_id,
+        )
         self.desk = ApprovalDesk(
             store,
             self.hub,
@@ -98,7 +105,6 @@ class Manager:
             clock=lambda: self.clock(),  # noqa: PLW0108 - read at each use: a replaced clock is seen
             replica_id=self.replica_id,
         )
-        self.closing = False
         #: Set by the runtime: whether this process owns the embedded data dir (and recovers).
         self.owns_data_dir = False
         #: Called with the new registry after every reload (MCP list_changed, UI refresh…),
@@ -106,6 +112,21 @@ class Manager:
         self.reload_listeners: list[Callable[[Registry], None]] = []
         #: Edge workers (set by the runtime with ONGRID_NATS_URL): host skills run there.
         self.fleet: Fleet | None = None
+
+    @property
+    def running(self) -> int:
+        """Calls running in this process now."""
+        return self.calls.running
+
+    @property
+    def waiting(self) -> int:
+        """Admitted calls of this process waiting for a slot."""
+        return self.calls.waiting
+
+    @property
+    def tasks(self) -> dict[str, asyncio.Task[None]]:
+        """The task of each call running (or waiting) in this process, by execution id."""
+        return self.calls.tasks
 
     @property
     def registry(self) -> Registry:
@@ -126,26 +147,16 @@ class Manager:
 
         Called by :func:`ongrid_skills.runtime.open_manager` on the manager that owns the data
         dir only (see :class:`ongrid_skills.runtime.DataDirLock`)."""
-        # Normally the dead manager's sentinel has done this already; not if it died too.
-        killed = await asyncio.to_thread(kill_left_behind, self.groups_dir)
-        if killed:
-            LOG.warning("killed %d call(s) a dead manager had left running", killed)
-        if self.replica is not None:
-            self.replica.on_interrupted = self._interrupted
-            self.replica.join()
-            self._interrupted(self.replica.sweep())
-        else:
-            left = self.store.executions.unfinished()
-            with self.store.tx() as conn:
-                reason = "the manager stopped while this call ran"
-                self._interrupted(interrupt(self.store, conn, left, reason, self.clock()))
+        await end_left_behind(
+            self.store,
+            self.replica,
+            self.metrics,
+            groups_dir=self.groups_dir,
+            clock=self.clock,
+        )
         await self.desk.recover()
         if self.replica is not None:
             self.replica.start()
-
-    def _interrupted(self, executions: list[Execution]) -> None:
-        for execution in executions:
-            self.metrics.finished(execution.skill, execution.status.value, None)
 
     # ---- the one path ------------------------------------------------------------------------
     async def submit(
@@ -257,165 +268,8 @@ class Manager:
     def start(
         self, execution: Execution, skill: Skill, on_event: EventSink | None = None
     ) -> asyncio.Task[None]:
-        timeline = self.hub.open(execution.id)
-        self.waiting += 1  # counted now, synchronously: admission control sees it at once
-        self.metrics.queued.set(self.waiting)
-        task = asyncio.get_running_loop().create_task(
-            self._run(execution, skill, timeline, on_event)
-        )
-        self.tasks[execution.id] = task
-        entered = self._entered
-
-        def done(_task: asyncio.Task[None]) -> None:
-            self.tasks.pop(execution.id, None)
-            if execution.id not in entered:  # cancelled before its first step: settle it here
-                self.waiting -= 1
-                self._cancelled(execution, timeline.append, "the call was cancelled")
-                self._finish(execution, skill, timeline)
-            entered.discard(execution.id)
-
-        task.add_done_callback(done)
-        return task
-
-    async def _run(
-        self,
-        execution: Execution,
-        skill: Skill,
-        timeline: Timeline,
-        on_event: EventSink | None,
-    ) -> None:
-        self._entered.add(execution.id)
-        flusher: asyncio.TimerHandle | None = None
-        loop = asyncio.get_running_loop()
-
-        def flush() -> None:
-            nonlocal flusher
-            flusher = None
-            try:
-                with timeline.flushing() as pending:
-                    if pending:
-                        with self.store.tx() as conn:
-                            self.store.executions.add_events(conn, execution.id, pending)
-            except StorageFull:
-                LOG.warning("events of %s kept in memory: the store is full", execution.id)
-
-        def emit(event: Event) -> None:
-            nonlocal flusher
-            timeline.append(event)
-            if on_event is not None:
-                with contextlib.suppress(Exception):
-                    on_event(event)
-            if flusher is None:
-                flusher = loop.call_later(self.settings.event_flush_ms / 1000, flush)
-
-        try:
-            async with self.slots:
-                self.waiting -= 1
-                self.metrics.queued.set(self.waiting)
-                self.running += 1
-                self.metrics.running.inc()
-                try:
-                    registry = self.registry
-                    persona = registry.personas.get(execution.persona or "")
-                    if skill.placement is not None and self.fleet is not None:
-                        await self.fleet.run(skill, execution, emit)
-                    else:
-                        await run_skill(
-                            skill,
-                            execution,
-                            emit,
-                            self.runner,
-                            registry=registry,
-                            persona=persona,
-                            reach=self.reach,
-                        )
-                except asyncio.CancelledError:
-                    self._cancelled(execution, emit, "the call was cancelled")
-                finally:
-                    self.running -= 1
-                    self.metrics.running.dec()
-        except asyncio.CancelledError:  # cancelled while waiting for a slot
-            self.waiting -= 1
-            self._cancelled(execution, emit, "the call was cancelled before it started")
-        finally:
-            if flusher is not None:
-                flusher.cancel()
-            committed = self._finish(execution, skill, timeline)
-        # The caller gets its outcome once it is committed (shared with other calls' outcomes:
-        # group commit), so what a client was told is what the store says after a crash.
-        if not committed.done():  # committed here already when the writer was idle
-            with contextlib.suppress(asyncio.CancelledError):  # a cancel has nothing to stop
-                await asyncio.shield(asyncio.wrap_future(committed))
-
-    def _cancelled(
-        self, execution: Execution, emit: Callable[[Event], object], reason: str
-    ) -> None:
-        if self.closing:
-            execution.status = Status.INTERRUPTED
-            execution.error = ErrorInfo("interrupted", "the manager shut down while this call ran")
-        else:
-            execution.status = Status.CANCELLED
-            execution.error = ErrorInfo("cancelled", reason)
-        execution.finished_at = self.clock()
-        emit(Event("status", {"status": execution.status.value}))
-
-    def _finish(self, execution: Execution, skill: Skill, timeline: Timeline) -> Future[None]:
-        """Record the outcome (row, remaining events, audit entry) in one deferred write, group-
-        committed with the outcomes of the calls that end meanwhile; the future settles once it
-        is committed. On a full store the write stays queued and is retried (the audit chain is
-        untouched meanwhile: the failed transaction rolled back whole), and the future settles
-        at once: a call that ran is never lost, and nobody waits on a full disk."""
-        # Nothing is appended to a finished call's timeline: what is not stored yet is final.
-        start = timeline.flushed
-        pending = timeline.events[start:]
-
-        def write(conn: Connection) -> None:
-            self._record_finish(conn, execution, skill, pending)
-            timeline.flushed = max(timeline.flushed, start + len(pending))
-
-        try:
-            committed = self.store.defer(write)
-        except BaseException:  # the store is closed: the followers must not wait for ever
-            self.hub.close(execution.id)
-            raise
-        self.hub.close_when(execution.id, committed)  # followers learn the end once committed
-        self.metrics.finished(skill.name, execution.status.value, execution.duration_ms)
-        return committed
-
-    def _record_finish(
-        self,
-        conn: Connection,
-        execution: Execution,
-        skill: Skill,
-        pending: list[tuple[int, Event]],
-    ) -> None:
-        held = self.store.executions.update(conn, execution, held_by=self.replica_id)
-        if not held and self.replica_id is not None:
-            # Only on a shared database: this replica's lease expired (it stalled) and
-            # another replica recorded the call interrupted. That record stands.
-            LOG.error("outcome of %s refused: its row was ended elsewhere", execution.id)
-            self.store.audit.append(
-                conn,
-                "manager",
-                "execution.outcome_refused",
-                execution.id,
-                {"skill": skill.name, "status": execution.status.value},
-            )
-            return
-        self.store.executions.add_events(conn, execution.id, pending)
-        self.store.audit.append(
-            conn,
-            "manager",
-            "execution.finished",
-            execution.id,
-            {
-                "skill": skill.name,
-                "status": execution.status.value,
-                "exit_code": execution.exit_code,
-                "error": execution.error.code if execution.error else None,
-                "orphans_killed": execution.orphans_killed,
-            },
-        )
+        """Run an admitted call whose row is written (the desk's approved calls start here)."""
+        return self.calls.start(execution, skill, on_event)
 
     # ---- queries and control -------------------------------------------------------------
     def get(self, execution_id: str) -> Execution:
@@ -435,20 +289,7 @@ class Manager:
             raise Forbidden("only the requester or an operator may cancel this execution")
         if execution.status is Status.PENDING_APPROVAL and execution.approval_id:
             return self.desk.cancel(execution, principal)
-        task = self.tasks.get(execution_id)
-        if task is None and not execution.status.final:
-            raise Conflict(
-                f"execution {execution_id} runs in another manager process: cancel it there"
-            )
-        if execution.status.final or task is None:
-            raise Conflict(f"execution {execution_id} is {execution.status.value}, not running")
-        with self.store.tx() as conn:
-            self.store.audit.append(
-                conn, principal.name, "execution.cancel_requested", execution_id
-            )
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.wait_for(asyncio.shield(task), timeout=10)
+        await self.calls.cancel(execution, principal)
         return self.get(execution_id)
 
     def persona_for(self, name: str | None) -> Persona | None:
@@ -484,15 +325,11 @@ class Manager:
                 LOG.exception("a reload listener failed")
 
     async def close(self) -> None:
-        self.closing = True
+        self.calls.closing = True
         self.desk.stop()
         if self.replica is not None:
             await self.replica.stop()
-        for task in list(self.tasks.values()):
-            task.cancel()
-        for task in list(self.tasks.values()):
-            with contextlib.suppress(BaseException):
-                await task
+        await self.calls.stop()
         if self.replica is not None:  # after the calls above were recorded under its lease
             with contextlib.suppress(Exception):
                 self.replica.leave()

@@ -4,8 +4,8 @@ What a watcher (``ongrid-skills approvals watch``, the web console's inbox) need
 nothing: the requests pending now, a ``ready`` marker, then every change of any request as the
 desk makes it, until the client leaves. Each event's data is the request exactly as
 ``GET /v1/approvals/{id}`` shows it. The stream only reads: deciding stays the desk's
-(:mod:`ongrid_skills.approval_desk`), telling the changes its feed's
-(:mod:`ongrid_skills.approval_feed`). Its router is mounted before the routes of
+(:mod:`ongrid_skills.approvals.desk`), telling the changes its feed's
+(:mod:`ongrid_skills.approvals.feed`). Its router is mounted before the routes of
 :mod:`ongrid_skills.doors.rest.routes`, where ``/v1/approvals/{approval_id}`` would take
 ``events`` for an id.
 """
@@ -20,7 +20,7 @@ from fastapi import APIRouter
 from sse_starlette.sse import EventSourceResponse
 
 from ongrid_skills import feeds
-from ongrid_skills.approval_feed import KINDS
+from ongrid_skills.approvals.feed import KINDS
 from ongrid_skills.doors.rest.errors import responses
 from ongrid_skills.doors.rest.routes import Caller, Mgr
 from ongrid_skills.manager import Manager

@@ -7,7 +7,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-from ongrid_skills.approval_feed import ApprovalFeed
+from ongrid_skills.approvals.feed import ApprovalFeed
 
 
 @dataclass
