@@ -96,6 +96,8 @@ EXECUTION_ERROR_CODES: dict[str, str] = {
     "admitted (or approved) with; nothing ran",
     "unknown_skill": "the host has no host skill of that name (any more); nothing ran",
     "call_expired": "the host received the signed call after its expiry; nothing ran",
+    "credentials_changed": "a credential slot of the skill was bound to another credential (or "
+    "unbound) since the approval request; the request is void",
     "credential_missing": "a credential slot of the skill had nothing bound to it when the call "
     "was to start; nothing ran",
     "credential_unreadable": "a credential the call needs could not be read (a file, a variable "

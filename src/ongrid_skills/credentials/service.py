@@ -11,6 +11,7 @@ every skill of a pack (``pack:<id>``); a skill's own binding wins over its pack'
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 from collections.abc import Mapping
@@ -36,6 +37,7 @@ from ongrid_skills.execution.masking import Masker
 from ongrid_skills.settings import Settings
 from ongrid_skills.skills.credential_slots import FileInjection
 from ongrid_skills.skills.model import Skill
+from ongrid_skills.skills.registry import Registry
 from ongrid_skills.store.credentials import Binding, CredentialInfo, CredentialRepo
 
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")
@@ -93,6 +95,9 @@ class Credentials:
         self.calls_dir = calldir.base_dir(runtime_dir, data_dir)
         self._key: CredentialKey | None = None
         self._bindings: tuple[float, list[Binding]] | None = None
+        # The last overlay: the registry it was made of, the bindings it saw, what it made.
+        self._overlay: tuple[Registry, list[Binding], Registry] | None = None
+        self._needing: tuple[Registry, list[Skill]] | None = None
 
     # ---- changes (admins) ----------------------------------------------------------------------
     def create(
@@ -162,6 +167,35 @@ class Credentials:
         if fresh or cached is None or now - cached[0] > BINDINGS_TTL_SECONDS:
             cached = self._bindings = (now, self.repo.bindings())
         return cached[1]
+
+    def overlay(self, registry: Registry) -> Registry:
+        """``registry`` with every skill that has an unbound slot unavailable (``needs
+        credential for slot <slot>``): not offered to models, refused by the gate. The same
+        object when no skill declares a slot; rebuilt only when the registry or the bindings
+        changed."""
+        needing = self._needing
+        if needing is None or needing[0] is not registry:
+            needing = self._needing = (
+                registry,
+                [s for s in registry.skills.values() if s.credentials and s.available],
+            )
+        if not needing[1]:
+            return registry
+        bindings = self.bindings()
+        cached = self._overlay
+        if cached is not None and cached[0] is registry and cached[1] == bindings:
+            return cached[2]
+        changed = {}
+        for skill in needing[1]:
+            reason = self.missing(skill, bindings)
+            if reason is not None:
+                changed[skill.name] = dataclasses.replace(
+                    skill, available=False, unavailable_reason=reason
+                )
+        merged = {**registry.skills, **changed}
+        made = registry.with_skills(merged, inherit=registry) if changed else registry
+        self._overlay = (registry, bindings, made)
+        return made
 
     # ---- a skill's calls ---------------------------------------------------------------------
     def bound(self, skill: Skill, bindings: list[Binding] | None = None) -> dict[str, str | None]:

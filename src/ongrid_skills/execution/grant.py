@@ -41,6 +41,10 @@ class Grants(Protocol):
         skill without slots. Raises CredentialMissing and CredentialUnreadable."""
         ...
 
+    def missing(self, skill: Skill) -> str | None:
+        """``needs credential for slot <slot>`` when a slot of ``skill`` is unbound."""
+        ...
+
     def release(self, grant: Grant | None) -> None:
         """Remove what the grant put on disk, once the call ended."""
         ...

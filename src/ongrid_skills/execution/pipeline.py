@@ -97,6 +97,10 @@ async def execute(
         raise InvalidArgs(name, violations)
     if decision.action == "approve":
         raise ApprovalRequired(decision.reason, signatures_required=decision.signatures_required)
+    if skill.credentials:
+        reason = grants.missing(skill) if grants is not None else "needs a credential store"
+        if reason is not None:
+            raise CredentialMissing(f"{name} {reason}")
     execution = Execution(skill=name, args=args, persona=persona, requested_by=requested_by)
     if reach is None and skill.builtin is not None:
         reach = Reach.from_settings(Settings.load())
@@ -121,16 +125,17 @@ async def execute(
 
 
 async def grant_for(skill: Skill, execution: Execution, grants: Grants | None) -> Grant | None:
-    """The credentials of one call of ``skill`` (None when it has no slots). A value that
-    cannot be read now fails ``execution`` (``credential_unreadable``: nothing runs), and
-    None is returned; a slot with nothing bound raises CredentialMissing."""
+    """The credentials of one call of ``skill`` (None when it has no slots). A slot left
+    unbound since the call was admitted (``credential_missing``) or a value that cannot be read
+    now (``credential_unreadable``) fails ``execution`` before anything runs, and None is
+    returned."""
     if not skill.credentials:
         return None
-    if grants is None:
-        raise CredentialMissing(f"{skill.name} needs credentials and no credential store is open")
     try:
+        if grants is None:
+            raise CredentialMissing(f"{skill.name} needs credentials: no credential store")
         found = await grants.grant(skill, execution.id)
-    except CredentialUnreadable as exc:
+    except (CredentialMissing, CredentialUnreadable) as exc:
         execution.status = Status.FAILED
         execution.error = ErrorInfo(exc.code, exc.message)
         execution.finished_at = time.time()

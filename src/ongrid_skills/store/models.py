@@ -82,6 +82,9 @@ class ApprovalRow(Base):
     created_at: Mapped[float] = mapped_column(Float)
     expires_at: Mapped[float] = mapped_column(Float)
     decided_at: Mapped[float | None] = mapped_column(Float)
+    # The credentials the call will use, slot -> credential name (migration 0008); a request
+    # is void once one of them is rebound.
+    credentials: Mapped[Any] = mapped_column(JSON, nullable=True)
 
 
 class SignatureRow(Base):

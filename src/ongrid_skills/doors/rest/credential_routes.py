@@ -62,9 +62,7 @@ class RotateBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     values: dict[Field64, Annotated[str, Field(max_length=65536)]] = Field(default_factory=dict)
-    references: dict[Field64, Annotated[str, Field(max_length=4096)]] = Field(
-        default_factory=dict
-    )
+    references: dict[Field64, Annotated[str, Field(max_length=4096)]] = Field(default_factory=dict)
 
 
 class BindingBody(BaseModel):
@@ -100,9 +98,7 @@ async def create_credential(body: CredentialBody, admin: Admin) -> dict[str, Any
 async def rotate_credential(name: str, body: RotateBody, admin: Admin) -> dict[str, Any]:
     """New values or references for some fields; the next call uses them."""
     caller, _manager, creds = admin
-    info = await asyncio.to_thread(
-        creds.rotate, name, body.values, body.references, _actor(caller)
-    )
+    info = await asyncio.to_thread(creds.rotate, name, body.values, body.references, _actor(caller))
     return info.to_dict()
 
 

@@ -1,4 +1,5 @@
-"""Credentials and their bindings to skill slots (SPEC §18).
+"""Credentials and their bindings to skill slots (SPEC §18); the credential names an approval
+request was made with.
 
 Revision ID: 0008
 Revises: 0007
@@ -35,9 +36,13 @@ def upgrade() -> None:
         sa.Column("bound_at", sa.Float(), nullable=False),
     )
     op.create_index("ix_credential_bindings_credential", "credential_bindings", ["credential"])
+    with op.batch_alter_table("approvals") as batch:
+        batch.add_column(sa.Column("credentials", sa.JSON(), nullable=True))
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("approvals") as batch:
+        batch.drop_column("credentials")
     op.drop_index("ix_credential_bindings_credential", "credential_bindings")
     op.drop_table("credential_bindings")
     op.drop_table("credentials")
