@@ -1,8 +1,10 @@
 """A revoked token ends every stream it holds open, on a real ``serve``: the approval inbox, an
-execution's events, an agent run's events and an MCP session (its GET stream, its next request).
+execution's events, an agent run's events and an MCP session (its GET stream, its next request);
+and on replicas sharing a PostgreSQL database, on every replica.
 
 Each token is revoked as an operator revokes it, by ``ongrid-skills token revoke`` in a process
-of its own on the server's data dir, so the server is never told: it must notice."""
+of its own on the server's data dir (or in the shared database), so the server is never told:
+it must notice."""
 
 from __future__ import annotations
 
@@ -16,9 +18,11 @@ import httpx
 import pytest
 
 from ongrid_skills.doors.stream_guard import RECHECK_SECONDS, TICK_SECONDS
+from ongrid_skills.types import Role
 from tests.support.agent import llm_env
 from tests.support.cli import run_cli
 from tests.support.llm import FakeLLM, Reply, call
+from tests.support.replicas import ReplicaSet
 from tests.support.served import Served, serve_for_cli
 from tests.support.server import stop
 from tests.support.skills import write_persona, write_skill
@@ -212,3 +216,34 @@ def test_a_revoked_token_ends_its_mcp_session_and_its_open_stream(world: World) 
         after = client.post("/mcp", json=listing, headers={**MCP_HEADERS, **session})
     assert after.status_code == 401
     assert json.loads(after.text)["error"]["code"] == "unauthorized"
+
+
+def test_a_token_revoked_on_a_shared_database_ends_its_streams_on_every_replica(
+    replicas: ReplicaSet,
+) -> None:
+    """Replicas on one PostgreSQL database: the token is revoked in the database (as
+    ``token revoke`` or another replica does it), and both replicas' streams end."""
+    alpha, beta = replicas.start("alpha"), replicas.start("beta")
+    with replicas.store() as store:
+        token, info = store.tokens.create("rita-replicas", Role.VIEWER)
+    watches = []
+    for replica in (alpha, beta):
+        client = httpx.Client(
+            base_url=replica.serve.url,
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=httpx.Timeout(10.0, read=60.0),
+        )
+        watch = StreamWatch(client, "/v1/approvals/events")
+        watch.start()
+        watch.wait_event("ready")
+        watches.append((client, watch))
+    with replicas.store() as store:
+        assert store.tokens.revoke(info.id)
+    revoked_at = time.monotonic()
+    try:
+        for client, watch in watches:
+            assert_ended_for_the_revocation(watch, revoked_at)
+            assert client.get("/v1/approvals").status_code == 401
+    finally:
+        for client, _watch in watches:
+            client.close()
