@@ -13,7 +13,7 @@ from fastapi import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ongrid_skills.doors.rest.errors import error_response
-from ongrid_skills.doors.stream_guard import RECHECK_SECONDS, guarded
+from ongrid_skills.doors.stream_guard import RECHECK_SECONDS, guarded, may_stream
 from ongrid_skills.errors import Unauthorized
 from ongrid_skills.governance.principal import Principal
 from ongrid_skills.store import Store
@@ -99,6 +99,9 @@ class AuthGate:
             await response(scope, receive, send)
             return
         scope.setdefault("state", {})["principal"] = principal
+        if not may_stream(scope):
+            await self.app(scope, receive, send)
+            return
         still_valid = functools.partial(auth.still_valid, header)
         await guarded(self.app, scope, receive, send, still_valid, REVOKED_STREAM)
 

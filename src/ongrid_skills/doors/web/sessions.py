@@ -27,7 +27,7 @@ from starlette.requests import cookie_parser
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ongrid_skills.doors.stream_guard import Recheck, guarded
+from ongrid_skills.doors.stream_guard import Recheck, guarded, may_stream
 from ongrid_skills.doors.web.security import csrf_token
 from ongrid_skills.governance.principal import Principal
 from ongrid_skills.manager import Manager
@@ -137,7 +137,8 @@ class SessionStreams:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        session_id = _session_cookie(scope) if scope["type"] == "http" else None
+        streams = scope["type"] == "http" and may_stream(scope)
+        session_id = _session_cookie(scope) if streams else None
         if session_id is None:
             await self.app(scope, receive, send)
             return
