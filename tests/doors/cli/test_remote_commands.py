@@ -14,10 +14,12 @@ from typing import Any
 
 import pytest
 
+from ongrid_skills.doors.stream_guard import RECHECK_SECONDS, TICK_SECONDS
 from ongrid_skills.execution.records import Execution, Status
 from ongrid_skills.store import open_store
 from ongrid_skills.store.approvals import Approval
 from tests.doors.cli.test_remote_run import TALKER
+from tests.support.cli import run_cli
 from tests.support.proxy import proxy_to
 from tests.support.served import Served, serve_for_cli
 from tests.support.server import stop
@@ -265,6 +267,27 @@ def test_watch_with_a_bad_token_or_no_server_exits_2(served: Served) -> None:
     gone = served.cli("approvals", "watch", url=nowhere)
     assert gone.exit_code == 2
     assert f"cannot reach {nowhere}" in gone.stderr
+
+
+def test_watch_exits_2_saying_why_once_its_token_is_revoked(served: Served) -> None:
+    data_dir = str(served.process.data_dir)
+    made = run_cli(
+        "token", "create", "--role", "viewer", "--name", "wanda", ONGRID_DATA_DIR=data_dir
+    )
+    assert made.returncode == 0, made.stderr
+    served.tokens["wanda"] = made.stdout.strip()
+    with served.script("approvals", "watch", who="wanda") as proc:
+        assert proc.stderr is not None
+        assert "watching" in proc.stderr.readline()
+        assert run_cli("token", "revoke", "wanda", ONGRID_DATA_DIR=data_dir).returncode == 0
+        try:
+            _, err = proc.communicate(timeout=RECHECK_SECONDS + TICK_SECONDS + 6)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+    assert proc.returncode == 2, err
+    assert "unauthorized: the token is no longer valid (revoked)" in err
+    assert "reconnecting" not in err  # the server said why: nothing to retry
 
 
 def test_watch_keeps_trying_when_the_server_stops_and_ctrl_c_still_exits_0(tmp_path: Path) -> None:

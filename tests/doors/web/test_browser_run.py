@@ -1,8 +1,9 @@
 """Running skills in a real browser (headless Chromium): a safe run watched live until its
 result, a reload in the middle that replays and keeps following, a mutating run confirmed, a
 dangerous run that becomes an approval request, a viewer without Run and a forged post refused,
-errors next to their fields, array rows, a cancel, and a clean console throughout. Screenshots of
-the run form and the execution page go to tests/.screenshots/."""
+errors next to their fields, array rows, a cancel, a live page whose token is revoked, and a
+clean console throughout. Screenshots of the run form and the execution page go to
+tests/.screenshots/."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
+from ongrid_skills.types import Role
 from tests.support.browser import (
     PHONE,
     Console,
@@ -24,6 +26,7 @@ from tests.support.browser import (
     watched_page,
 )
 from tests.support.run_skills import STEPPED_RESULT, add_run_skills
+from tests.support.waiting import wait_for
 
 LIVE = 20_000  # ms: how long a live update may take under a loaded machine
 
@@ -291,3 +294,33 @@ def test_the_run_form_and_the_execution_page_fit_a_phone_screen(
         page.context.close()
     assert widths == {"run form": PHONE["width"], "execution": PHONE["width"]}
     assert not guard.unexpected(), guard.problems
+
+
+def test_a_revoked_token_stops_the_live_page_which_says_the_session_has_ended(
+    console: Console, page: Page, tmp_path: Path
+) -> None:
+    token, info = console.store.tokens.create("rhea", Role.OPERATOR)
+    console.tokens["rhea"] = token
+    gate = tmp_path / "gate"
+    login(page, console, "rhea")
+    open_run_form(page, console, "stepped_check")
+    page.get_by_label("gate").fill(str(gate))
+    page.get_by_role("button", name="Run", exact=True).click()
+    expect(page).to_have_url(re.compile(r"/executions/[0-9a-f]{32}$"))
+    timeline = page.locator("ol.timeline")
+    expect(timeline).to_contain_text("checking the disks", timeout=LIVE)
+    console.store.tokens.revoke(info.id)  # as `token revoke rhea` does
+    note = page.locator(".live-note")
+    expect(note).to_have_text(
+        "Your session has ended: log in again to follow the call.", timeout=LIVE
+    )
+    gate.touch()  # the call goes on; the page no longer follows it (no reconnect, no 401)
+    Path(f"{gate}.2").touch()
+    execution_id = page.url.rsplit("/", 1)[1]
+    wait_for(
+        lambda: (
+            console.rest("GET", f"/v1/executions/{execution_id}").json()["status"] == "succeeded"
+        ),
+        "the call to finish",
+    )
+    expect(timeline).not_to_contain_text("checking the network")

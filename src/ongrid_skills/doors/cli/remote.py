@@ -9,12 +9,14 @@ reached is a 2, and the message names the URL.
 A stream that breaks (the connection drops, the server restarts, a proxy cuts it, or nothing —
 not even a heartbeat — arrives for :data:`READ_TIMEOUT` seconds) is reconnected for up to
 :data:`RECONNECT_SECONDS`, resuming after the last event read (``Last-Event-ID``) where the
-server numbers its events. httpx is imported when a client is made, never at start-up. This
-module never prints a result: the commands do.
+server numbers its events. A stream the server ends with an ``error`` event (the token was
+revoked while it was open) is not: the command says why and exits 2. httpx is imported when a
+client is made, never at start-up. This module never prints a result: the commands do.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from collections.abc import Iterator
@@ -167,7 +169,13 @@ class Remote:
                         raise StreamLost(f"the server answered {status}", status)
                     code, message = error_of(response)
                     fail(f"{code}: {message}", exit_code(response.status_code))
-                yield from parse_sse(response.iter_lines())
+                for event in parse_sse(response.iter_lines()):
+                    if event.event == "error":  # the server's last word: no reconnecting
+                        code, message = stream_error(event.data)
+                        fail(
+                            f"{code}: {message}", exit_code(401 if code == "unauthorized" else 500)
+                        )
+                    yield event
         except self.httpx.HTTPError as exc:
             raise StreamLost(_reason(exc)) from None
 
@@ -205,6 +213,17 @@ def error_of(response: httpx.Response) -> tuple[str, str]:
     if isinstance(error, dict):
         return str(error.get("code", response.status_code)), str(error.get("message", body))
     return str(response.status_code), str(body)[:500]
+
+
+def stream_error(data: str) -> tuple[str, str]:
+    """(code, message) of a stream's ``error`` event (its data is an API error body)."""
+    try:
+        error = json.loads(data).get("error")
+    except (ValueError, AttributeError):
+        error = None
+    if isinstance(error, dict):
+        return str(error.get("code", "error")), str(error.get("message", data))
+    return "error", data[:500]
 
 
 def _reason(exc: Exception) -> str:

@@ -6,18 +6,22 @@ Who is calling, only: what that principal may do is the gate's question
 
 from __future__ import annotations
 
+import functools
 import time
 
 from fastapi import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ongrid_skills.doors.rest.errors import error_response
+from ongrid_skills.doors.stream_guard import RECHECK_SECONDS, guarded, may_stream
 from ongrid_skills.errors import Unauthorized
 from ongrid_skills.governance.principal import Principal
 from ongrid_skills.store import Store
 from ongrid_skills.store.tokens import TokenInfo
 
-CACHE_SECONDS = 2.0
+CACHE_SECONDS = RECHECK_SECONDS
+#: What the last event of a stream whose token stopped working says.
+REVOKED_STREAM = "the token is no longer valid (revoked): this stream ends"
 
 
 class Authenticator:
@@ -51,6 +55,14 @@ class Authenticator:
             self._cache[token] = (now, info)
         return Principal(info.name, info.role)
 
+    def still_valid(self, authorization: str | None) -> bool:
+        """Whether the header still names a valid token (the cache answers, as for a request)."""
+        try:
+            self.principal(authorization)
+        except Unauthorized:
+            return False
+        return True
+
     def forget(self) -> None:
         """Empty the cache, so that a revocation takes effect at once."""
         self._cache.clear()
@@ -62,7 +74,9 @@ PUBLIC_PATHS = frozenset({"/v1/health"})
 
 class AuthGate:
     """Refuse unauthenticated requests before anything else runs (body parsing included), so a
-    caller without a valid token always gets 401, whatever it sends."""
+    caller without a valid token always gets 401, whatever it sends; and end an answer that
+    streams (SSE, MCP's streams) once its token stops working
+    (:mod:`ongrid_skills.doors.stream_guard`)."""
 
     def __init__(self, app: ASGIApp, public: frozenset[str] = PUBLIC_PATHS) -> None:
         self.app = app
@@ -77,14 +91,19 @@ class AuthGate:
             if name == b"authorization":
                 header = value.decode("latin-1")
                 break
+        auth: Authenticator = scope["app"].state.auth
         try:
-            principal = scope["app"].state.auth.principal(header)
+            principal = auth.principal(header)
         except Unauthorized as exc:
             response = error_response(exc.code, exc.message)
             await response(scope, receive, send)
             return
         scope.setdefault("state", {})["principal"] = principal
-        await self.app(scope, receive, send)
+        if not may_stream(scope):
+            await self.app(scope, receive, send)
+            return
+        still_valid = functools.partial(auth.still_valid, header)
+        await guarded(self.app, scope, receive, send, still_valid, REVOKED_STREAM)
 
 
 async def request_principal(request: Request) -> Principal:

@@ -27,6 +27,7 @@ from ongrid_skills.doors.web import (
 )
 from ongrid_skills.doors.web.assets import PREFIX, Assets, favicon, static_file
 from ongrid_skills.doors.web.security import SameOriginGuard, SecurityHeaders
+from ongrid_skills.doors.web.sessions import SessionStreams, session_checks
 from ongrid_skills.doors.web.templates import environment
 from ongrid_skills.doors.web.throttle import LoginThrottle
 from ongrid_skills.settings import Settings
@@ -40,7 +41,9 @@ def build_web_app(settings: Settings) -> FastAPI:
     app.state.assets = assets
     app.state.templates = environment(assets.url)
     app.state.login_throttle = LoginThrottle()
+    app.state.session_checks = session_checks(app)
     errors.install(app)
+    app.add_middleware(SessionStreams)  # innermost: the streams of logged-in users
     # Added last, so outermost: every answer carries the headers, the guard's refusals included.
     app.add_middleware(SameOriginGuard, public_url=settings.public_url)
     app.add_middleware(SecurityHeaders)

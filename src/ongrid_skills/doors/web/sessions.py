@@ -8,6 +8,12 @@ the gate, the manager and the approval desk, exactly as REST asks them.
 
 The cookie holds the session id only (``HttpOnly``, so no script reads it; ``SameSite=Strict``;
 ``Secure`` when the request came over TLS); the API token never leaves the login request.
+
+A session is checked when a request comes. A request that stays open — the live parts' event
+streams — is checked again as it goes, by :class:`SessionStreams`: once the session is over
+(logged out, expired, its token revoked) the stream gets a last ``error`` event and closes
+(:mod:`ongrid_skills.doors.stream_guard`; a :class:`~ongrid_skills.doors.stream_guard.Recheck`
+per app asks the store at most once per session every two seconds).
 """
 
 from __future__ import annotations
@@ -16,9 +22,12 @@ import re
 from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, FastAPI, Request
+from starlette.requests import cookie_parser
 from starlette.responses import Response
+from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ongrid_skills.doors.stream_guard import Recheck, guarded, may_stream
 from ongrid_skills.doors.web.security import csrf_token
 from ongrid_skills.governance.principal import Principal
 from ongrid_skills.manager import Manager
@@ -28,6 +37,8 @@ from ongrid_skills.store.sessions import SessionInfo
 SESSION_COOKIE = "ongrid_session"
 #: What ``secrets.token_urlsafe(32)`` gives; any other cookie value is not looked up at all.
 SESSION_ID_RE = re.compile(r"[A-Za-z0-9_-]{43}")
+#: What the last event of a stream whose session is over says.
+SESSION_ENDED = "the session has ended (logged out, expired, or its token revoked): log in again"
 
 
 class LoginRequired(Exception):
@@ -104,3 +115,41 @@ def clear_session_cookie(response: Response, request: Request) -> None:
         httponly=True,
         samesite="strict",
     )
+
+
+def session_checks(app: FastAPI) -> Recheck:
+    """Whether a session id still opens a session, asked of the store at most once per id
+    every few seconds, and without refreshing it (a stream is no use of the session)."""
+
+    def ask(session_id: str) -> bool:
+        manager: Manager = app.state.manager
+        idle = app.state.settings.web_session_idle_seconds
+        return manager.store.sessions.find(session_id, idle=idle, touch=False) is not None
+
+    return Recheck(ask)
+
+
+class SessionStreams:
+    """ASGI middleware: a request with a session cookie whose answer streams ends with the
+    session. The app's ``state.session_checks`` is a :func:`session_checks`."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        streams = scope["type"] == "http" and may_stream(scope)
+        session_id = _session_cookie(scope) if streams else None
+        if session_id is None:
+            await self.app(scope, receive, send)
+            return
+        checks: Recheck = scope["app"].state.session_checks
+        await guarded(self.app, scope, receive, send, lambda: checks(session_id), SESSION_ENDED)
+
+
+def _session_cookie(scope: Scope) -> str | None:
+    for name, value in scope.get("headers", ()):
+        if name == b"cookie":
+            found = cookie_parser(value.decode("latin-1")).get(SESSION_COOKIE)
+            if found is not None and SESSION_ID_RE.fullmatch(found):
+                return found
+    return None

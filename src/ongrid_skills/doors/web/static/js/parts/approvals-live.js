@@ -127,6 +127,7 @@ export function mount(element) {
       element.dataset.live = "ended";
       say("Your session has ended: log in again to follow the inbox.");
     },
+    ended: () => handlers.end(),
     lost: () => {
       element.dataset.live = "lost";
       say("Live updates stopped: reload the page.");

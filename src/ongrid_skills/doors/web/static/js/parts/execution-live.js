@@ -109,6 +109,10 @@ export function mount(element) {
         note.textContent = `The call has ended; reload the page for its outcome (${error}).`;
       });
     },
+    ended: () => {
+      note.hidden = false;
+      note.textContent = "Your session has ended: log in again to follow the call.";
+    },
     lost: () => {
       note.hidden = false;
       note.textContent = "Live updates stopped: reload the page.";

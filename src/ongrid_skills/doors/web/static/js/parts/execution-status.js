@@ -18,6 +18,7 @@ export function mount(element) {
   follow(element.dataset.events, {
     status: (data) => show(data.status),
     end: (execution) => show(execution.status),
+    ended: () => badge.setAttribute("title", "your session has ended: log in again"),
     lost: () => badge.setAttribute("title", "live updates stopped: reload the page"),
   });
 }

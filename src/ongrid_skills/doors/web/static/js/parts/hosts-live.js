@@ -49,6 +49,7 @@ export function mount(element) {
       tick();
     },
     end: () => say("Your session has ended: log in again to follow the hosts."),
+    ended: () => say("Your session has ended: log in again to follow the hosts."),
     lost: () => say("Live updates stopped: reload the page to see the hosts as they are."),
   });
   const timer = setInterval(() => {
