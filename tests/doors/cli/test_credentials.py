@@ -150,3 +150,11 @@ def test_a_local_run_of_a_skill_with_an_unbound_slot_is_refused(tmp_path: Path) 
     done = cli(tmp_path, "run", "api_call", "{}")
     assert done.returncode == 3
     assert "needs credential for slot api" in done.stderr
+
+
+def test_show_lists_a_skills_slots_without_any_value(tmp_path: Path) -> None:
+    write_skill(tmp_path / "skills", "api_call", credentials=[SLOT])
+    shown = cli(tmp_path, "show", "api_call")
+    assert shown.returncode == 0, shown.stderr
+    assert "credential:" in shown.stdout
+    assert "api (api): token → API_TOKEN" in shown.stdout

@@ -219,6 +219,17 @@ def skill_fields(skill: Skill) -> list[tuple[str, Cell]]:
     fields.append(("manifest", skill.origin))
     if skill.base_dir is not None:
         fields.append(("folder", skill.base_dir))
+    for slot in skill.credentials:  # what it needs, never a value (bindings: credentials list)
+        inject = [
+            *(name for name, _ in slot.env),
+            *(f"$CREDENTIALS_DIRECTORY/{f.path}" for f in slot.files),
+        ]
+        fields.append(
+            (
+                "credential",
+                f"{slot.slot} ({slot.label}): {', '.join(slot.fields)} → {', '.join(inject)}",
+            )
+        )
     if skill.aliases:
         fields.append(("aliases", ", ".join(skill.aliases)))
     if skill.when_to_use:
