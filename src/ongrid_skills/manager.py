@@ -166,6 +166,9 @@ class Manager:
             groups_dir=self.groups_dir,
             clock=self.clock,
         )
+        swept = await asyncio.to_thread(self.credentials.sweep)  # a dead manager's call folders
+        if swept:
+            LOG.info("removed the credential folders of %d process(es) no longer running", swept)
         await self.desk.recover()
         if self.replica is not None:
             self.replica.start()

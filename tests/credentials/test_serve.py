@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,9 +23,10 @@ from mcp.client.streamable_http import streamable_http_client
 
 from tests.support.http import QuietHandler, serve
 from tests.support.served import Served, serve_for_cli
-from tests.support.server import stop
+from tests.support.server import start_serve, stop
 from tests.support.skills import write_skill
 from tests.support.sse import read_sse
+from tests.support.waiting import wait_for
 from tests.support.webhooks import Receiver, receiving
 
 SECRET = "tok_9f8e7d6c5b4a-LIVE"
@@ -206,3 +208,39 @@ def test_nothing_in_the_data_dir_or_the_audit_sink_holds_the_secret(
     for path in files:
         raw = path.read_bytes().decode("latin-1")
         assert leaked(raw) == [], path
+
+
+SLEEPER = f"""#!{sys.executable}
+import json, os, sys, time
+args = json.load(sys.stdin)
+with open(args["note"], "w") as f:
+    f.write(os.environ["CREDENTIALS_DIRECTORY"])
+time.sleep(60)
+print("{{}}")
+"""
+
+
+def test_the_files_of_a_call_cut_by_a_kill_9_are_removed_at_the_next_start(
+    tmp_path: Path,
+) -> None:
+    def skills(root: Path) -> None:
+        write_skill(root, "slow_call", SLEEPER, credentials=[SLOT])
+
+    served = serve_for_cli(tmp_path, skills)
+    note = tmp_path / "folder"
+    try:
+        served.http("POST", "/v1/credentials", json={"name": "c", "values": {"token": SECRET}})
+        served.http("POST", "/v1/credentials/c/bind", json={"slot": "api", "skill": "slow_call"})
+        served.execute("slow_call", wait=False, args={"note": str(note)})
+        folder = Path(wait_for(lambda: note.exists() and note.read_text(), "the call's folder"))
+        assert (folder / "token").read_text() == SECRET
+        served.process.proc.send_signal(signal.SIGKILL)
+        served.process.proc.wait(10)
+        assert folder.exists()  # nobody could remove it
+    finally:
+        stop(served.process)
+    again = start_serve(tmp_path / "data", {"ONGRID_SKILLS_EXTERNAL_DIRS": str(served.skills)})
+    try:
+        wait_for(lambda: not folder.exists(), "the next start to remove the folder", 15)
+    finally:
+        stop(again)
