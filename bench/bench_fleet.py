@@ -68,6 +68,7 @@ def setup(root: Path, server: NatsServer, workers: int) -> tuple[Fleet, Any]:
     key = manager_key(settings)
     keys = root / "managers.pub"
     keys.write_text(key.public_line + "\n")
+    keys.chmod(0o600)
     fleet = Fleet(root, server, "bench", keys, settings)
     for n in range(workers):
         fleet.worker(f"w{n}", worker_skills, ONGRID_FLEET_TTL_SECONDS="15")

@@ -173,6 +173,7 @@ def fleet_on(tmp_path: Path, nats_server: NatsServer, fleet_prefix: str) -> Iter
     key = manager_key(settings)
     keys = tmp_path / "managers.pub"
     keys.write_text(key.public_line + " test-manager\n")
+    keys.chmod(0o600)  # a key file group or others may read is refused
     group = Fleet(tmp_path, nats_server, fleet_prefix, keys, settings)
     try:
         yield group

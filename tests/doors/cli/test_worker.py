@@ -30,6 +30,7 @@ def keys(tmp_path: Path) -> Path:
     assert done.returncode == 0, done.stderr
     path = tmp_path / "managers.pub"
     path.write_text(done.stdout)
+    path.chmod(0o600)
     return path
 
 
@@ -69,10 +70,24 @@ def test_the_worker_refuses_a_keys_file_it_cannot_use(
 ) -> None:
     keys = tmp_path / "keys.pub"
     keys.write_text(text)
+    keys.chmod(0o600)
     env = {"ONGRID_NATS_URL": "nats://127.0.0.1:1", "ONGRID_FLEET_MANAGER_KEYS": str(keys)}
     done = cli("worker", env={"ONGRID_DATA_DIR": str(tmp_path), **env})
     assert done.returncode == 2, done
     assert message in done.stderr
+
+
+def test_the_worker_refuses_a_manager_keys_file_others_may_read_as_the_audit_key_is(
+    tmp_path: Path, keys: Path
+) -> None:
+    keys.chmod(0o644)
+    env = {"ONGRID_NATS_URL": "nats://127.0.0.1:1", "ONGRID_FLEET_MANAGER_KEYS": str(keys)}
+    done = cli("worker", env={"ONGRID_DATA_DIR": str(tmp_path / "w"), **env})
+    assert done.returncode == 2, done
+    assert (
+        f"manager keys file {keys} may be read by group or others (mode 0644); "
+        f"refusing to use it: chmod 600 {keys}"
+    ) in done.stderr
 
 
 def test_hosts_lists_the_workers_a_server_sees(fleet: Fleet, tmp_path: Path) -> None:

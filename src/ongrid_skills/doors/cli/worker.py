@@ -66,7 +66,7 @@ def worker(ctx: click.Context, host_id: str | None, label_pairs: tuple[str, ...]
             "(`ongrid-skills hosts key` prints a manager's)"
         )
     try:
-        trusted = load_trusted_keys(settings.fleet_manager_keys)
+        trusted = load_trusted_keys(settings.fleet_manager_keys, private="manager keys file")
     except SkillError as exc:
         raise click.UsageError(f"ONGRID_FLEET_MANAGER_KEYS: {exc.message}") from None
     if not len(trusted):
