@@ -98,12 +98,7 @@ def test_hosts_lists_the_workers_a_server_sees(fleet: Fleet, tmp_path: Path) -> 
     store = open_store(str(data))
     token, _ = store.tokens.create("viewer", Role.VIEWER)
     store.close()
-    env = {
-        "ONGRID_NATS_URL": fleet.nats.url,
-        "ONGRID_FLEET_PREFIX": fleet.prefix,
-        "ONGRID_FLEET_TTL_SECONDS": "2",
-        "ONGRID_SKILLS_EXTERNAL_DIRS": str(tmp_path / "manager-skills"),
-    }
+    env = fleet.manager_env(tmp_path / "manager-skills")
     (tmp_path / "manager-skills").mkdir()
     served = start_serve(data, env)
     try:
