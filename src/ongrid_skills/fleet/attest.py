@@ -104,6 +104,8 @@ def parse_worker_keys(text: str, origin: str) -> WorkerKeys:
         where = f"{origin}:{number}"
         host, _, rest = line.partition(" ")
         problem = host_id_problem(host)
+        if host.startswith(("ssh-", "-----")):
+            problem = "the line must start with the host id the key is trusted for"
         if problem is not None or not rest.strip():
             shown = problem or "no key after the host id"
             raise PackKeyError(f"{where}: expected 'host-id ssh-ed25519 AAAA… comment': {shown}")
