@@ -7,6 +7,7 @@ the bucket. A viewer never runs the skill, and the forged entries show as unveri
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,7 +22,7 @@ from ongrid_skills.fleet.inventory import hosted, record_of, skills_digest
 from ongrid_skills.store import open_store
 from ongrid_skills.types import Role
 from tests.support.fleet import TTL, Fleet, Forger, host_skill, read_entry
-from tests.support.server import ServeProcess, start_serve, stop
+from tests.support.server import ServeProcess, running_app, start_serve, stop
 from tests.support.skills import load
 from tests.support.waiting import wait_for
 
@@ -121,6 +122,8 @@ def test_a_forged_host_listing_a_dangerous_skill_as_safe_never_lets_a_viewer_run
         assert "unsigned" in forged["unverified"] and forged["skills"] == {}
         alpha = manager.host("alpha")
         assert alpha is not None and alpha["verified"] is True and alpha["unverified"] is None
+        metrics = manager.request("GET", "/metrics").text
+        assert 'host="alpha"' in metrics and "aaa-forged" not in metrics  # no series of its own
     assert not ran.exists()
 
 
@@ -150,3 +153,22 @@ def test_a_tampered_entry_under_the_real_hosts_key_is_unverified_and_never_runs(
         wait_for(lambda: not unverified(), "alpha to be verified again", timeout=3 * TTL)
         assert manager.run_as_viewer("alpha").status_code == 403
     assert not ran.exists()
+
+
+def test_without_worker_keys_a_manager_offers_no_host_skill_and_says_why_at_start(
+    fleet: Fleet, skills: Path, skills_root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    fleet.worker("alpha", skills)
+    caplog.set_level(logging.WARNING, logger="ongrid_skills")
+    with running_app(fleet.manager_settings(skills_root, fleet_worker_keys=None)) as manager:
+
+        def listed() -> dict[str, Any] | None:
+            items = manager.call("GET", "/v1/hosts", "vera").json()["items"]
+            return next((h for h in items if h["host"] == "alpha"), None)
+
+        alpha = wait_for(listed, "alpha to be listed")
+        assert alpha["verified"] is False and alpha["online"] is False
+        reason = "no worker key is trusted: ONGRID_FLEET_WORKER_KEYS is not set"
+        assert alpha["unverified"] == reason
+        assert manager.call("GET", f"/v1/skills/{SKILL}", "vera").status_code == 404
+    assert "ONGRID_FLEET_WORKER_KEYS is not set: no worker is trusted" in caplog.text
