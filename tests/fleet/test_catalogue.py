@@ -371,3 +371,18 @@ def test_an_unverified_host_is_forgotten_one_ttl_after_its_last_entry(
     clock.now += hosts.ttl + 1  # the manager's TTL, not the one the entry claims
     hosts.expire()
     assert "forged" not in hosts.hosts
+
+
+def test_a_replayed_entry_of_an_older_instance_is_not_taken_for_a_restart(
+    tmp_path: Path, clock: Clock
+) -> None:
+    hosts = fleet_view(clock)
+    same = records(tmp_path)
+    old = entry("a", same, instance="old", started_at=1.0)
+    hosts.apply("a", old)
+    assert hosts.apply("a", entry("a", same, instance="new", started_at=5.0)) == (False, "old")
+    assert hosts.apply("a", old) == (False, None)  # the old instance's entry, copied back
+    assert hosts.hosts["a"].announcement.instance == "new"
+    clock.now += 3  # the new instance misses its heartbeats: whatever comes next is taken
+    hosts.expire()
+    assert hosts.apply("a", old)[0] is True and hosts.online("a") is not None

@@ -123,6 +123,13 @@ class Hosts:
             return self._unverified(key, announcement, claim), None
         now = self.clock()
         state = self.hosts.get(key)
+        if _replayed(state, announcement):
+            LOG.warning(
+                "hosts bucket: entry %r ignored: an older instance of the host (started at %s) "
+                "while instance %s runs: a replayed entry",
+                key, _iso(announcement.started_at), state.verified_instance if state else None,
+            )  # fmt: skip
+            return False, None
         if (
             state is not None
             and state.unverified is None
@@ -297,6 +304,17 @@ class Hosts:
 
 def _iso(ts: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+
+
+def _replayed(state: HostState | None, fresh: Announcement) -> bool:
+    """A signed entry of an instance of the host older than the one online: a copy replayed
+    (it would make the manager think the host restarted, and end the calls it runs). Once the
+    running instance misses its heartbeats, any instance is taken (a clock set back between
+    two starts delays a restart by one TTL at most)."""
+    if state is None or state.unverified is not None or not state.online:
+        return False
+    current = state.announcement
+    return fresh.instance != current.instance and fresh.started_at < current.started_at
 
 
 def _forgotten(state: HostState, now: float, ttl: float) -> bool:
