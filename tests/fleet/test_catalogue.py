@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -386,3 +388,48 @@ def test_a_replayed_entry_of_an_older_instance_is_not_taken_for_a_restart(
     clock.now += 3  # the new instance misses its heartbeats: whatever comes next is taken
     hosts.expire()
     assert hosts.apply("a", old)[0] is True and hosts.online("a") is not None
+
+
+def test_the_catalogue_read_from_another_thread_while_hosts_arrive_is_never_half_merged(
+    tmp_path: Path, clock: Clock
+) -> None:
+    # The bus feeds the hosts in the event loop; a request handler in a worker thread may read
+    # the catalogue meanwhile. Every host's own skill must be in the catalogue at the end.
+    hosts = fleet_view(clock)
+    local = Registry({})
+    names = [f"skill_{n:03d}" for n in range(60)]
+    one = {name: records(tmp_path, name=name)[0] for name in names}
+    entries = [
+        (host, entry(host, [one[name] for name in names[i::len(HOSTS)]]))
+        for i, host in enumerate(HOSTS)
+    ]
+    failures: list[BaseException] = []
+    done = threading.Event()
+
+    def feed() -> None:
+        try:
+            for _ in range(100):
+                for host, value in entries:
+                    hosts.remove(host)
+                    hosts.apply(host, value)
+        except BaseException as exc:
+            failures.append(exc)
+        finally:
+            done.set()
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads take turns as often as they can: races show
+    try:
+        feeder = threading.Thread(target=feed)
+        feeder.start()
+        while not done.is_set():
+            try:
+                hosts.merge(local)
+            except BaseException as exc:
+                failures.append(exc)
+                break
+        feeder.join(30)
+    finally:
+        sys.setswitchinterval(interval)
+    assert failures == []
+    assert sorted(hosts.merge(local).skills) == names

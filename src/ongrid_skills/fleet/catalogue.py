@@ -35,11 +35,13 @@ speaks to the bus and never runs a call.
 
 from __future__ import annotations
 
+import functools
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from ongrid_skills.execution.records import ErrorInfo
 from ongrid_skills.fleet.attest import WorkerKeys, open_entry
@@ -48,8 +50,22 @@ from ongrid_skills.skills.model import HOST_ARG, SCOPE_HOST, Placement, Skill
 from ongrid_skills.skills.registry import Registry
 
 LOG = logging.getLogger("ongrid_skills.fleet")
+P = ParamSpec("P")
+R = TypeVar("R")
 #: Offline hosts are forgotten after this long (seconds).
 FORGET_SECONDS = 7 * 24 * 3600
+
+
+def _locked(method: Callable[Concatenate[Hosts, P], R]) -> Callable[Concatenate[Hosts, P], R]:
+    """One caller at a time: the bus feeds the hosts in the event loop while a request handler
+    in a worker thread may read the catalogue (a merge half done must never be cached)."""
+
+    def locked(hosts: Hosts, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        with hosts._lock:
+            return method(hosts, *args, **kwargs)
+
+    functools.update_wrapper(locked, method)
+    return locked
 
 
 @dataclass(slots=True)
@@ -104,8 +120,10 @@ class Hosts:
     _dirty: set[str] = field(default_factory=set)  # names whose offer must be rebuilt
     _merged: tuple[Registry, int, Registry] | None = None
     _shadowed: set[str] = field(default_factory=set)
+    _lock: threading.RLock = field(default_factory=threading.RLock)
 
     # ---- feeding ---------------------------------------------------------------------------
+    @_locked
     def apply(self, key: str, value: bytes) -> tuple[bool, str | None]:
         """A host's entry was written: (whether the offers or the hosts listed changed, the
         instance it replaced when the worker restarted under the same host id). A malformed
@@ -178,6 +196,7 @@ class Hosts:
         self.hosts[key] = fresh
         return state is None or state.unverified is None
 
+    @_locked
     def remove(self, key: str) -> bool:
         """A host's entry was deleted (the worker stopped cleanly): it is offline now."""
         state = self.hosts.get(key)
@@ -186,6 +205,7 @@ class Hosts:
         self._offline(state, self.clock())
         return True
 
+    @_locked
     def expire(self) -> list[str]:
         """Hosts whose heartbeat is older than their TTL go offline; return them (unverified
         hosts are forgotten one TTL of this manager after their last entry)."""
@@ -205,6 +225,7 @@ class Hosts:
             self.version += 1
         return gone
 
+    @_locked
     def grace(self) -> None:
         """After this manager was cut off from the bus: a host counts from now, not from its
         last heartbeat heard (heartbeats missed while *we* were away prove nothing)."""
@@ -239,6 +260,7 @@ class Hosts:
         ok = state is not None and state.online and state.unverified is None
         return state if ok else None
 
+    @_locked
     def problem(self, skill: Skill, args: Any) -> ErrorInfo | None:
         """Why a call of this host skill cannot go where its args say, or None."""
         host = args.get(HOST_ARG) if isinstance(args, dict) else None
@@ -271,18 +293,19 @@ class Hosts:
             )
         return None
 
+    @_locked
     def offers(self) -> dict[str, Skill]:
         """One skill per name the hosts announce (see the module docstring)."""
-        # Taken whole first: a reader in another thread must not see the set change under it.
-        dirty, self._dirty = self._dirty, set()
-        for name in dirty:
+        for name in self._dirty:
             holders = self._holders.get(name)
             if holders:
                 self._offers[name] = _offer(name, [self.hosts[h] for h in sorted(holders)])
             else:
                 self._offers.pop(name, None)
+        self._dirty.clear()
         return self._offers
 
+    @_locked
     def merge(self, local: Registry) -> Registry:
         """``local`` without its host skills, plus the offers; cached until either changes."""
         cached = self._merged
