@@ -400,7 +400,7 @@ def test_the_catalogue_read_from_another_thread_while_hosts_arrive_is_never_half
     names = [f"skill_{n:03d}" for n in range(60)]
     one = {name: records(tmp_path, name=name)[0] for name in names}
     entries = [
-        (host, entry(host, [one[name] for name in names[i::len(HOSTS)]]))
+        (host, entry(host, [one[name] for name in names[i :: len(HOSTS)]]))
         for i, host in enumerate(HOSTS)
     ]
     failures: list[BaseException] = []
