@@ -10,6 +10,10 @@ Every worker it starts is killed at the end of the test.
 
 `host_skill` writes a host-scoped skill.json whose script runs ``body`` (sh) after reading its
 args; the same text written on two hosts is the same definition.
+
+The bus as any party on it sees it: :func:`publish` (a message into JetStream), :class:`Spy`
+(copies of what is published on a subject), :func:`read_entry` (a host's entry of the hosts
+bucket) and :class:`Forger` (entries of its own written into the bucket, again and again).
 """
 
 from __future__ import annotations
