@@ -9,11 +9,13 @@ from pathlib import Path
 import pytest
 
 from ongrid_skills.paths import (
+    ExposedKeyFile,
     check_entry,
     child_env,
     content_digest,
     fingerprint,
     is_within,
+    read_regular,
     split_dir_list,
 )
 
@@ -133,3 +135,22 @@ def test_the_content_digest_is_refused_once_the_file_was_rewritten_in_place_and_
     rewritten = fingerprint(entry.stat())
     evil = hashlib.sha256(b"#!/bin/sh\necho evil\n").hexdigest()
     assert content_digest(str(entry), rewritten) == evil
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o660, 0o602])
+def test_a_key_file_group_or_others_may_use_is_refused_with_one_message(
+    tmp_path: Path, mode: int
+) -> None:
+    key = tmp_path / "some.key"
+    key.write_text("secret")
+    key.chmod(mode)
+    with pytest.raises(ExposedKeyFile) as caught:
+        read_regular(str(key), 100, key_file="some key file")
+    assert str(caught.value) == (
+        f"some key file {key} may be read by group or others (mode {mode:04o}); "
+        f"refusing to use it: chmod 600 {key}"
+    )
+    key.chmod(0o600)
+    assert read_regular(str(key), 100, key_file="some key file") == b"secret"
+    key.chmod(0o644)
+    assert read_regular(str(key), 100) == b"secret"  # not a key file: no such rule

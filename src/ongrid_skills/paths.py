@@ -224,16 +224,45 @@ class NotRegularFile(OSError):
     """The path names a FIFO, device, socket or directory, not a regular file."""
 
 
-def read_regular(path: str, limit: int) -> bytes:
+class ExposedKeyFile(PermissionError):
+    """A key file that group or others may read (or write): refused, whatever it holds."""
+
+
+def exposed_key_problem(what: str, path: str, mode: int) -> str | None:
+    """Why a key file of this mode is refused, or None: every key file (the audit key, the
+    fleet's signing keys, the files of keys they trust) is checked by this one rule, with this
+    one message.
+
+    >>> exposed_key_problem("audit key file", "/k", 0o100600) is None
+    True
+    >>> exposed_key_problem("audit key file", "/k", 0o100644)
+    'audit key file /k may be read by group or others (mode 0644); refusing to use it: chmod 600 /k'
+    """
+    if not mode & 0o077:
+        return None
+    return (
+        f"{what} {path} may be read by group or others (mode {stat.S_IMODE(mode):04o}); "
+        f"refusing to use it: chmod 600 {path}"
+    )
+
+
+def read_regular(path: str, limit: int, *, key_file: str | None = None) -> bytes:
     """Read at most ``limit`` bytes of a regular file, never blocking on a FIFO or device.
 
     Raises NotRegularFile for anything but a regular file, OSError when it cannot be read.
+    ``key_file`` (what the file is, e.g. ``"audit key file"``): the file must be private to its
+    owner, else :class:`ExposedKeyFile` (:func:`exposed_key_problem`); checked on the file
+    opened, not on a path that could be swapped meanwhile.
     """
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise NotRegularFile("not a regular file")
+        if key_file is not None:
+            problem = exposed_key_problem(key_file, path, st.st_mode)
+            if problem is not None:
+                raise ExposedKeyFile(problem)
         # Sized by fstat: one read of the file's size and a byte more (which shows a file that
         # grew meanwhile), not a buffer of ``limit`` bytes allocated for every small file.
         want = min(limit, st.st_size + 1)

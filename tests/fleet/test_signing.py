@@ -35,6 +35,8 @@ def a_call(**fields: object) -> Call:
         host="web-1",
         skill="clean_disk",
         definition_hash="a" * 64,
+        skill_class="mutating",
+        signatures=1,
         args={"path": "/var/tmp"},
         nonce=new_nonce(),
         issued_at=now,
@@ -62,6 +64,27 @@ def test_a_configured_key_file_that_is_missing_is_an_error_never_replaced(tmp_pa
     with pytest.raises(PackKeyError, match="cannot read"):
         manager_key(settings)
     assert not (tmp_path / "nope.key").exists()
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o604])
+def test_a_fleet_key_readable_by_group_or_others_is_refused_as_the_audit_key_is(
+    settings: Settings, tmp_path: Path, mode: int
+) -> None:
+    manager_key(settings)
+    path = Path(settings.data_dir) / "fleet.key"
+    path.chmod(mode)
+    expected = (
+        f"fleet key file {path} may be read by group or others (mode {mode:04o}); "
+        f"refusing to use it: chmod 600 {path}"
+    )
+    with pytest.raises(PackKeyError) as caught:
+        manager_key(settings)
+    assert caught.value.message == expected
+    configured = tmp_path / "configured.key"  # a configured file is held to the same rule
+    configured.write_bytes(path.read_bytes())
+    configured.chmod(mode)
+    with pytest.raises(PackKeyError, match=r"fleet key file .*configured\.key may be read"):
+        manager_key(Settings(data_dir=str(tmp_path), fleet_key_file=str(configured)))
 
 
 def test_a_signed_call_verifies_with_the_public_key_in_openssh_or_pem(settings: Settings) -> None:

@@ -8,7 +8,8 @@ with (``ONGRID_FLEET_MANAGER_KEYS``: OpenSSH lines or PEM blocks, as for packs),
 its own host id, only before their expiry, and each nonce once (:mod:`.nonces`).
 
 The key lives in ``$ONGRID_DATA_DIR/fleet.key`` (OpenSSH private key format, mode 0600, created
-on first use like the audit key) unless ``ONGRID_FLEET_KEY_FILE`` names one; replicas either
+on first use like the audit key, and refused like it when group or others may read it) unless
+``ONGRID_FLEET_KEY_FILE`` names one; replicas either
 share one key file or each put its public key in the workers' file. This module never logs or
 returns private key material.
 """
@@ -57,6 +58,8 @@ class Call:
     host: str
     skill: str
     definition_hash: str
+    skill_class: str  # the class the manager's gate decided with
+    signatures: int  # the human signatures that class needs (SIGNATURES, or 1 for a confirmation)
     args: Any
     nonce: str
     issued_at: float
@@ -80,11 +83,11 @@ def manager_key(settings: Settings) -> SigningKey:
     the first time (a configured file that is missing is an error, never replaced)."""
     path = key_path(settings)
     if not settings.fleet_key_file and not os.path.exists(path):
-        _create_key(path)
-    return load_signing_key(path)
+        create_key(path)
+    return load_signing_key(path, private="fleet key file")
 
 
-def _create_key(path: str) -> None:
+def create_key(path: str) -> None:
     """Write a new key atomically: a process racing us reads either no file or a whole key."""
     os.makedirs(os.path.dirname(path) or ".", mode=0o700, exist_ok=True)
     private = Ed25519PrivateKey.generate().private_bytes(
@@ -150,6 +153,8 @@ def _parse(body: bytes) -> Call:
     numbers = (call.issued_at, call.expires_at)
     if not all(isinstance(v, str) for v in text) or call.kind not in KINDS:
         raise Refused("malformed", "a signed message with fields of the wrong type")
+    if not isinstance(call.skill_class, str) or type(call.signatures) is not int:
+        raise Refused("malformed", "a signed message without the skill's class and signatures")
     if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in numbers):
         raise Refused("malformed", "a signed message with times that are not numbers")
     return call

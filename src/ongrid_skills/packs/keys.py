@@ -28,7 +28,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from ongrid_skills.errors import PackKeyError, PassphraseRequired
-from ongrid_skills.paths import read_regular
+from ongrid_skills.paths import ExposedKeyFile, read_regular
 
 MAX_KEY_FILE_BYTES = 1024 * 1024
 KEY_TYPE = "ssh-ed25519"
@@ -84,10 +84,16 @@ class SigningKey:
         return self.private.public_key()
 
 
-def read_key_file(path: str | Path) -> bytes:
-    """The bytes of a key file (a regular file, at most 1 MiB); PackKeyError otherwise."""
+def read_key_file(path: str | Path, *, private: str | None = None) -> bytes:
+    """The bytes of a key file (a regular file, at most 1 MiB); PackKeyError otherwise.
+
+    ``private`` (what the file is, ``"fleet key file"``…): refused when group or others may
+    read it, with the audit key's message (:func:`~ongrid_skills.paths.exposed_key_problem`).
+    """
     try:
-        raw = read_regular(str(path), MAX_KEY_FILE_BYTES + 1)
+        raw = read_regular(str(path), MAX_KEY_FILE_BYTES + 1, key_file=private)
+    except ExposedKeyFile as exc:
+        raise PackKeyError(str(exc)) from None
     except OSError as exc:
         raise PackKeyError(f"{path}: cannot read: {exc.strerror or exc}") from None
     if len(raw) > MAX_KEY_FILE_BYTES:
@@ -95,13 +101,16 @@ def read_key_file(path: str | Path) -> bytes:
     return raw
 
 
-def load_signing_key(path: str | Path, passphrase: bytes | None = None) -> SigningKey:
-    """The Ed25519 private key of ``path`` (OpenSSH or PKCS#8 PEM).
+def load_signing_key(
+    path: str | Path, passphrase: bytes | None = None, *, private: str | None = None
+) -> SigningKey:
+    """The Ed25519 private key of ``path`` (OpenSSH or PKCS#8 PEM); ``private``: see
+    :func:`read_key_file`.
 
     Raises PassphraseRequired when the key is encrypted and ``passphrase`` is missing or wrong,
     PackKeyError for anything else (unreadable, not a private key, not Ed25519).
     """
-    raw = read_key_file(path)
+    raw = read_key_file(path, private=private)
     shown = str(path)
     if b"PRIVATE KEY-----" not in raw:
         hint = " (that is a public key: give the private one)" if _looks_public(raw) else ""
@@ -118,7 +127,7 @@ def load_signing_key(path: str | Path, passphrase: bytes | None = None) -> Signi
                 f"{shown}: the key is encrypted: give its passphrase"
             ) from None
         if "not encrypted" in str(exc):
-            return load_signing_key(path, None)
+            return load_signing_key(path, None, private=private)
         raise PackKeyError(f"{shown}: {exc}") from None
     except ValueError as exc:
         if passphrase is not None and _wrong_passphrase(exc):
@@ -205,11 +214,12 @@ def parse_trusted_keys(text: str, origin: str = "trusted keys") -> TrustedKeys:
     return TrustedKeys(tuple(key for _, key in sorted(found, key=lambda item: item[0])))
 
 
-def load_trusted_keys(path: str | Path | None) -> TrustedKeys:
-    """The trusted keys of the file ``path`` (``ONGRID_TRUSTED_PACK_KEYS``); none when unset."""
+def load_trusted_keys(path: str | Path | None, *, private: str | None = None) -> TrustedKeys:
+    """The trusted keys of the file ``path`` (``ONGRID_TRUSTED_PACK_KEYS``); none when unset;
+    ``private``: see :func:`read_key_file`."""
     if path is None or str(path) == "":
         return TrustedKeys()
-    raw = read_key_file(path)
+    raw = read_key_file(path, private=private)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:

@@ -14,10 +14,10 @@ import hmac
 import json
 import os
 import secrets
-import stat
 from typing import Any
 
 from ongrid_skills.errors import ConfigError
+from ongrid_skills.paths import ExposedKeyFile, NotRegularFile, read_regular
 
 KEY_BYTES = 32
 DEFAULT_KEY_NAME = "audit.key"
@@ -73,22 +73,14 @@ def load_sealer(key_file: str | None, data_dir: str, chain_key_id: str | None) -
 
 
 def _read_key(path: str) -> bytes:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)  # symlinks allowed: mounted secrets
+    try:  # symlinks allowed: mounted secrets
+        raw = read_regular(path, 4096, key_file="audit key file")
+    except NotRegularFile:
+        raise ConfigError(f"audit key file {path} is not a regular file") from None
+    except ExposedKeyFile as exc:
+        raise ConfigError(str(exc)) from None
     except OSError as exc:
         raise ConfigError(f"audit key file {path}: {exc.strerror}") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise ConfigError(f"audit key file {path} is not a regular file")
-        if info.st_mode & 0o077:
-            raise ConfigError(
-                f"audit key file {path} may be read by group or others "
-                f"(mode {stat.S_IMODE(info.st_mode):04o}); refusing to use it: chmod 600 {path}"
-            )
-        raw = os.read(fd, 4096)
-    finally:
-        os.close(fd)
     text = raw.strip()
     try:  # hex text (as created here, or `openssl rand -hex 32`), else raw bytes
         return bytes.fromhex(text.decode("ascii"))
