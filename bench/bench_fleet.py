@@ -40,10 +40,12 @@ from tests.support.nats import NatsServer, running_nats
 from tests.support.server import make_settings, running_app
 from tests.support.skills import write_skill
 
-from ongrid_skills.fleet.inventory import skills_digest
+from ongrid_skills.fleet.attest import key_line, load_worker_keys, seal, worker_key
+from ongrid_skills.fleet.inventory import hash_of, skills_digest
 from ongrid_skills.fleet.signing import manager_key
 from ongrid_skills.governance.principal import Principal
 from ongrid_skills.runtime import open_manager
+from ongrid_skills.settings import Settings
 from ongrid_skills.types import Role
 
 NOOP = "cat >/dev/null\necho '{}'"
@@ -64,6 +66,7 @@ def setup(root: Path, server: NatsServer, workers: int) -> tuple[Fleet, Any]:
     settings = make_settings(
         root, manager_skills, data_dir=str(root / "manager"), nats_url=server.url,
         fleet_prefix="bench", fleet_ttl_seconds=15, max_concurrent_executions=64,
+        fleet_worker_keys=str(root / "workers.pub"),
     )  # fmt: skip
     key = manager_key(settings)
     keys = root / "managers.pub"
@@ -134,11 +137,18 @@ async def throughput(settings: Any, workers: int, count: int) -> dict[str, Any]:
     return {**results, "workers": workers, "calls": count}
 
 
-def simulated_entries(hosts: int, skills: int, shared: bool) -> list[tuple[str, bytes]]:
+def simulated_entries(
+    root: Path, hosts: int, skills: int, shared: bool
+) -> tuple[list[tuple[str, bytes]], Path]:
+    """The hosts' entries, each signed with a key of its own, and the file trusting them."""
     now = time.time()
     out = []
+    trusted = root / "simulated-workers.pub"
+    lines = []
     for h in range(hosts):
         host = f"sim-{h:04d}"
+        key = worker_key(Settings(data_dir=str(root / "simulated" / host)))
+        lines.append(key_line(host, key))
         records = []
         for s in range(skills):
             name = f"skill_{s:03d}" if shared else f"skill_{h:04d}_{s:03d}"
@@ -147,19 +157,23 @@ def simulated_entries(hosts: int, skills: int, shared: bool) -> list[tuple[str, 
                 "properties": {"path": {"type": "string"}, "count": {"type": "integer"}},
                 "required": ["path"],
             }
-            records.append({
-                "name": name, "definition_hash": f"{s:064x}", "description": f"{name} on a host",
+            record = {
+                "name": name, "description": f"{name} on a host",
                 "class": "safe", "kind": "subprocess", "category": "host", "schema": schema,
                 "timeout_seconds": 30, "when_to_use": None, "confirmation_required": False,
-            })  # fmt: skip
+                "env_allow": [], "entry": f"{s:064x}", "builtin": None,
+            }  # fmt: skip
+            records.append({**record, "definition_hash": hash_of(record)})
         body = {
             "host": host, "instance": f"i{h}", "pid": h, "version": "bench",
             "labels": {"rack": f"r{h % 10}"}, "ttl": 3600.0, "started_at": now,
             "heartbeat_at": now, "running": 0, "skills_digest": skills_digest(records),
             "skills": records,
         }  # fmt: skip
-        out.append((host, json.dumps(body).encode()))
-    return out
+        out.append((host, seal(key, json.dumps(body).encode())))
+    trusted.write_text("\n".join(lines) + "\n")
+    trusted.chmod(0o600)
+    return out, trusted
 
 
 async def fill_bucket(url: str, prefix: str, entries: list[tuple[str, bytes]]) -> None:
@@ -180,8 +194,8 @@ def inventory(root: Path, nats_url: str, hosts: int, skills: int) -> dict[str, A
     out: dict[str, Any] = {"hosts": hosts, "skills_per_host": skills}
     for shared in (True, False):
         label = "shared" if shared else "distinct"
-        entries = simulated_entries(hosts, skills, shared)
-        fresh = Hosts(time.monotonic)
+        entries, trusted = simulated_entries(root / label, hosts, skills, shared)
+        fresh = Hosts(time.monotonic, load_worker_keys(str(trusted)))
         started = time.perf_counter()
         for host, value in entries:
             fresh.apply(host, value)
@@ -190,7 +204,7 @@ def inventory(root: Path, nats_url: str, hosts: int, skills: int) -> dict[str, A
         asyncio.run(fill_bucket(nats_url, prefix, entries))
         settings = make_settings(
             root, root / "empty", data_dir=str(root / f"inv-{label}"), nats_url=nats_url,
-            fleet_prefix=prefix, fleet_ttl_seconds=3600,
+            fleet_prefix=prefix, fleet_ttl_seconds=3600, fleet_worker_keys=str(trusted),
         )  # fmt: skip
         (root / "empty").mkdir(exist_ok=True)
         with running_app(settings) as server:

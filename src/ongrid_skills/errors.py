@@ -92,6 +92,8 @@ EXECUTION_ERROR_CODES: dict[str, str] = {
     "binary_file": "read_skill_file: the file is not UTF-8 text",
     "host_offline": "a host skill's call named a host that is offline or unknown, or the host did "
     "not take the call before it expired; nothing ran",
+    "host_unverified": "the host's entry in the hosts bucket is not signed by a key trusted for "
+    "that host id (ONGRID_FLEET_WORKER_KEYS); nothing was sent",
     "definition_changed": "the host's definition of the skill is not the one the call was "
     "admitted (or approved) with; nothing ran",
     "unknown_skill": "the host has no host skill of that name (any more); nothing ran",

@@ -78,6 +78,9 @@ class Settings:
     # the worker's file of the managers' public keys it obeys (OpenSSH lines or PEM blocks).
     fleet_key_file: str | None = None
     fleet_manager_keys: str | None = None
+    # On a manager: the file of the workers' public keys, one per host id (`host-id ssh-ed25519
+    # AAAA… comment` lines); a host whose entry no key of it signed is unverified, never offered.
+    fleet_worker_keys: str | None = None
     toolbag_deferral_threshold: int = 30
     # The agent's system prompt lists instructions skills up to this many characters (the most
     # relevant first); the model finds the others with search_skills. 0: list none.

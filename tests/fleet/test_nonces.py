@@ -12,7 +12,7 @@ from ongrid_skills.fleet.signing import Call, new_nonce
 
 def a_call(**fields: object) -> Call:
     now = time.time()
-    base = Call("call", "c1", "h", "s", "a" * 64, {}, new_nonce(), now, now + 15, "r")
+    base = Call("call", "c1", "h", "s", "a" * 64, "safe", 0, {}, new_nonce(), now, now + 15, "r")
     return replace(base, **fields)  # type: ignore[arg-type]
 
 

@@ -35,6 +35,8 @@ def a_call(**fields: object) -> Call:
         host="web-1",
         skill="clean_disk",
         definition_hash="a" * 64,
+        skill_class="mutating",
+        signatures=1,
         args={"path": "/var/tmp"},
         nonce=new_nonce(),
         issued_at=now,

@@ -13,9 +13,11 @@ from typing import Any
 import pytest
 
 from ongrid_skills.fleet.bus import Names
+from ongrid_skills.fleet.inventory import definition_hash
 from ongrid_skills.fleet.signing import Call, manager_key, new_nonce, sign
 from tests.support.fleet import Fleet, Spy, WorkerProcess, host_skill, publish
 from tests.support.server import Server, running_app
+from tests.support.skills import load
 from tests.support.waiting import wait_for
 
 REFUSED = "refused call"
@@ -65,6 +67,8 @@ def a_call(fleet: Fleet, alpha: WorkerProcess, **fields: Any) -> Call:
         "host": "alpha",
         "skill": "append_line",
         "definition_hash": "0" * 64,
+        "skill_class": "mutating",
+        "signatures": 1,
         "args": {"forged": True},
         "nonce": new_nonce(),
         "issued_at": now,
@@ -165,6 +169,44 @@ def test_a_skill_changed_on_the_host_since_it_was_announced_is_not_run(
     assert done["status"] == "failed", done
     assert done["error"]["code"] == "definition_changed"
     assert "not the definition the manager sent" in done["error"]["message"]
+    assert lines(ledger_file) == []
+
+
+@pytest.mark.parametrize(
+    ("skill_class", "signatures"), [("safe", 0), ("mutating", 0), ("dangerous", 2)]
+)
+def test_a_signed_call_sending_the_skill_as_another_class_or_signature_count_is_not_run(
+    fleet: Fleet, alpha: WorkerProcess, skills: Path, ledger_file: Path,
+    skill_class: str, signatures: int,
+) -> None:  # fmt: skip
+    # A manager misled some other way (the right hash, the class it was told): the worker
+    # compares with its own skill (mutating: one signature) and runs nothing.
+    registry, _ = load(external=[skills])
+    real_hash = definition_hash(registry.get("append_line"))
+    reply = Names(fleet.prefix).reply_prefix("misled")
+    spy = Spy(fleet.nats.url, f"{reply}.>")
+    try:
+        call = a_call(
+            fleet, alpha, definition_hash=real_hash, skill_class=skill_class,
+            signatures=signatures, reply=reply,
+        )  # fmt: skip
+        body, headers = sign(manager_key(fleet.settings), call)
+        publish(fleet.nats.url, subject(fleet), body, headers)
+
+        def outcome() -> dict[str, Any] | None:
+            for data, _ in spy.messages:
+                message = json.loads(data)
+                if message["type"] == "outcome":
+                    found: dict[str, Any] = message["data"]
+                    return found
+            return None
+
+        done = wait_for(outcome, "the worker's outcome of the call")
+    finally:
+        spy.close()
+    assert done["status"] == "failed"
+    assert done["error"]["code"] == "definition_changed"
+    assert "is mutating and needs 1 signature(s)" in done["error"]["message"]
     assert lines(ledger_file) == []
 
 

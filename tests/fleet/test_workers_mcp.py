@@ -35,8 +35,8 @@ def test_mcp_clients_hear_the_host_enum_change_and_calls_reach_the_host(
     fleet.worker("alpha", skills, WORKER_TAG="A")  # known before the MCP server starts
     env = {
         **fleet.worker_env(),
+        **fleet.manager_env(tmp_path / "manager-skills"),
         "ONGRID_DATA_DIR": fleet.settings.data_dir,
-        "ONGRID_SKILLS_EXTERNAL_DIRS": str(tmp_path / "manager-skills"),
     }
     (tmp_path / "manager-skills").mkdir()
     changed = anyio.Event()

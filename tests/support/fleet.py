@@ -4,10 +4,16 @@
 the session NATS server (:mod:`tests.support.nats`), with a short heartbeat TTL (:data:`TTL`),
 the manager's signing key created in its data dir and written to the workers' trusted keys file,
 and :meth:`Fleet.worker` to start a worker process on a skills dir of its own (a data dir of its
-own: as on another host). Every worker it starts is killed at the end of the test.
+own: as on another host), whose own key is created first and trusted for its host id in the
+manager's ``ONGRID_FLEET_WORKER_KEYS`` (:attr:`Fleet.worker_keys`; ``trusted=False``: not).
+Every worker it starts is killed at the end of the test.
 
 `host_skill` writes a host-scoped skill.json whose script runs ``body`` (sh) after reading its
 args; the same text written on two hosts is the same definition.
+
+The bus as any party on it sees it: :func:`publish` (a message into JetStream), :class:`Spy`
+(copies of what is published on a subject), :func:`read_entry` (a host's entry of the hosts
+bucket) and :class:`Forger` (entries of its own written into the bucket, again and again).
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ from typing import Any
 import nats
 import pytest
 
+from ongrid_skills.fleet import bus
+from ongrid_skills.fleet.attest import key_line, worker_key
 from ongrid_skills.fleet.bus import Names
 from ongrid_skills.fleet.signing import manager_key
 from ongrid_skills.settings import Settings
@@ -109,6 +117,7 @@ class Fleet:
         *labels: str,
         wait: bool = True,
         inside: Sequence[str] = (),
+        trusted: bool = True,
         **env: str,
     ) -> WorkerProcess:
         """Start ``ongrid-skills worker --host-id host`` on ``skills``; wait for its announce.
@@ -117,6 +126,8 @@ class Fleet:
         worker's): ``ip netns exec NS`` (:mod:`tests.support.netns`)."""
         data = self.root / f"worker-{host}"
         data.mkdir(exist_ok=True)
+        if trusted:
+            self.trust(host, data)
         log = data / "worker.log"
         before = log.read_text(errors="replace").count(ANNOUNCED) if log.exists() else 0
         argv = [*inside, CLI, "worker", "--host-id", host]
@@ -135,16 +146,39 @@ class Fleet:
             worker.wait_line(ANNOUNCED, count=before + 1)  # a restarted worker appends
         return worker
 
+    def trust(self, host: str, data: Path) -> None:
+        """Trust the key of the worker whose data dir is ``data`` for ``host`` (the line
+        ``ongrid-skills worker --print-key`` prints), as an operator appends it."""
+        line = key_line(host, worker_key(Settings(data_dir=str(data))))
+        with self.worker_keys.open("a") as out:
+            out.write(line + "\n")
+        self.worker_keys.chmod(0o600)  # a key file group or others may read is refused
+
+    @property
+    def worker_keys(self) -> Path:
+        """The manager's ``ONGRID_FLEET_WORKER_KEYS``: each worker started here is trusted."""
+        return self.root / "workers.pub"
+
+    def manager_env(self, skills_root: Path, **env: str) -> dict[str, str]:
+        """The environment of a ``serve`` process managing this fleet."""
+        return {
+            "ONGRID_NATS_URL": self.nats.url,
+            "ONGRID_FLEET_PREFIX": self.prefix,
+            "ONGRID_FLEET_TTL_SECONDS": str(TTL),
+            "ONGRID_FLEET_WORKER_KEYS": str(self.worker_keys),
+            "ONGRID_SKILLS_EXTERNAL_DIRS": str(skills_root),
+            **env,
+        }
+
     def manager_settings(self, skills_root: Path, **overrides: Any) -> Settings:
-        return make_settings(
-            self.root,
-            skills_root,
-            data_dir=self.settings.data_dir,
-            nats_url=self.nats.url,
-            fleet_prefix=self.prefix,
-            fleet_ttl_seconds=TTL,
-            **overrides,
-        )
+        fields: dict[str, Any] = {
+            "data_dir": self.settings.data_dir,
+            "nats_url": self.nats.url,
+            "fleet_prefix": self.prefix,
+            "fleet_ttl_seconds": TTL,
+            "fleet_worker_keys": str(self.worker_keys),
+        }
+        return make_settings(self.root, skills_root, **{**fields, **overrides})
 
 
 @pytest.fixture
@@ -170,12 +204,14 @@ def fleet_on(tmp_path: Path, nats_server: NatsServer, fleet_prefix: str) -> Iter
         nats_url=nats_server.url,
         fleet_prefix=fleet_prefix,
         fleet_ttl_seconds=TTL,
+        fleet_worker_keys=str(tmp_path / "workers.pub"),
     )
     key = manager_key(settings)
     keys = tmp_path / "managers.pub"
     keys.write_text(key.public_line + " test-manager\n")
     keys.chmod(0o600)  # a key file group or others may read is refused
     group = Fleet(tmp_path, nats_server, fleet_prefix, keys, settings)
+    group.worker_keys.touch(0o600)  # no worker trusted yet: each is as it starts
     try:
         yield group
     finally:
@@ -253,6 +289,70 @@ class Spy:
         await nc.close()
 
     def close(self) -> None:
+        if self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(10)
+        self._loop.close()
+
+
+async def _read_entry(url: str, prefix: str, key: str) -> bytes:
+    nc = await nats.connect(url)
+    try:
+        kv = await nc.jetstream().key_value(Names(prefix).hosts_bucket)
+        entry = await kv.get(key)
+        assert entry.value is not None
+        return entry.value
+    finally:
+        await nc.close()
+
+
+def read_entry(url: str, prefix: str, key: str) -> bytes:
+    """The value of a host's entry in the hosts bucket, as any party on the bus can read it."""
+    return asyncio.run(_read_entry(url, prefix, key))
+
+
+class Forger:
+    """A party that may write the hosts bucket: puts each of its entries again every ``period``
+    seconds (as a heartbeat would: entries expire after the TTL) until :meth:`close`."""
+
+    def __init__(self, url: str, prefix: str, period: float = 0.2) -> None:
+        self.entries: dict[str, bytes] = {}
+        self.writes = 0
+        self._period = period
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._stop: asyncio.Event | None = None
+        self._thread = threading.Thread(target=self._run, args=(url, prefix), daemon=True)
+        self._thread.start()
+        assert self._ready.wait(10), "the forger did not connect"
+
+    def write(self, key: str, value: bytes) -> None:
+        """Put ``value`` under ``key`` from now on (at once, then every period)."""
+        self.entries[key] = value
+        written = self.writes
+        wait_for(lambda: self.writes > written + len(self.entries), f"{key} to be written")
+
+    def _run(self, url: str, prefix: str) -> None:
+        self._loop.run_until_complete(self._main(url, prefix))
+
+    async def _main(self, url: str, prefix: str) -> None:
+        self._stop = asyncio.Event()
+        nc = await nats.connect(url)
+        kv = await bus.ensure(nc.jetstream(), Names(prefix), TTL)
+        self._ready.set()
+        while not self._stop.is_set():
+            for key, value in list(self.entries.items()):
+                await kv.put(key, value)
+                self.writes += 1
+            self.writes += 1  # a round ended (also when there is nothing to write yet)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), self._period)
+        await nc.close()
+
+    def close(self) -> None:
+        """Stop writing (the entries stay until someone overwrites them or they expire)."""
+        if self._loop.is_closed():
+            return
         if self._stop is not None:
             self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(10)

@@ -11,6 +11,7 @@ Everything the fleet puts on NATS is named from ``ONGRID_FLEET_PREFIX`` (default
                                 events and outcome of each call, one consumer per manager
 ``<prefix>.call.<host>``        what a host is asked (consumer ``w-<hash of the host id>``)
 ``<prefix>.event.<mgr>.<id>``   what a call of manager ``<mgr>`` became (consumer ``m-<mgr>``)
+``_INBOX.<prefix>.w-<hash>.>``  a worker's replies (``_INBOX.<prefix>.managers.>``: managers')
 ==============================  ===========================================================
 
 All three are file-backed, so they survive a NATS server restart. Either side creates what is
@@ -28,6 +29,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import nats
 from nats.aio.client import Client
@@ -106,6 +108,15 @@ class Names:
     def manager_consumer(self, manager: str) -> str:
         return f"m-{manager}"
 
+    def worker_inbox(self, host: str) -> str:
+        """Where a worker's replies come (JetStream API answers, the calls it fetches): one
+        token per host, so NATS permissions can give each worker its own and no other's."""
+        return f"_INBOX.{self.prefix}.{self.worker_consumer(host)}"
+
+    @property
+    def manager_inbox(self) -> str:
+        return f"_INBOX.{self.prefix}.managers"
+
 
 Callback = Callable[[], Awaitable[None]]
 
@@ -130,6 +141,21 @@ def connect_options(settings: Settings, name: str) -> dict[str, Any]:
     if settings.nats_tls_ca or settings.nats_tls_cert:
         options["tls"] = _tls_context(settings)
     return options
+
+
+def authenticated(settings: Settings) -> bool:
+    """Whether these settings give NATS any credential: a credentials file, an NKey seed, a
+    client certificate, or a user (and password) or token in a server URL.
+
+    >>> authenticated(Settings(nats_url="nats://a:4222,nats://b:4222"))
+    False
+    >>> authenticated(Settings(nats_url="tls://worker:secret@a:4222"))
+    True
+    """
+    if settings.nats_creds or settings.nats_nkey_seed or settings.nats_tls_cert:
+        return True
+    servers = [s.strip() for s in (settings.nats_url or "").split(",") if s.strip()]
+    return bool(servers) and all("@" in urlsplit(s).netloc for s in servers)
 
 
 def _readable(path: str, setting: str) -> None:
@@ -163,6 +189,7 @@ async def connect(
     reconnected: Callback | None = None,
     first_attempts: int = -1,
     ttl: float | None = None,
+    inbox: str | None = None,
 ) -> Client:
     """A connection that, once made, reconnects forever (the callbacks hear about outages).
 
@@ -171,7 +198,8 @@ async def connect(
     heartbeat TTL, sets how often the client pings the server: a link that died silently (a
     partition drops packets, nobody resets the connection) is then noticed after three pings
     unanswered, every sixth of the TTL (at least every second): half the TTL, not nats-py's
-    default of minutes."""
+    default of minutes. ``inbox``: the prefix of this party's reply subjects (see
+    :meth:`Names.worker_inbox`)."""
     last: dict[str, float] = {}
 
     async def error(exc: Exception) -> None:
@@ -182,7 +210,18 @@ async def connect(
             LOG.warning("NATS: %s", text)
 
     options = connect_options(settings, name)
+    if not authenticated(settings):
+        LOG.warning(
+            "NATS: %s connects to %s with no authentication (no credentials file, NKey seed, "
+            "client certificate, user/password or token): anyone who reaches that server may "
+            "read and write the fleet's bus; give each party a NATS user of its own "
+            "(docs/fleet.md, NATS permissions)",
+            name,
+            ", ".join(_without_password(s) for s in options["servers"]),
+        )
     options["max_reconnect_attempts"] = first_attempts
+    if inbox is not None:
+        options["inbox_prefix"] = inbox
     if ttl is not None:
         options["ping_interval"] = max(ttl / 6, MIN_PING_SECONDS)
         options["max_outstanding_pings"] = 2

@@ -5,9 +5,11 @@ Hosts` (a watcher, re-made after every reconnection), reads the events stream of
 (a durable push consumer ``m-<manager id>`` on ``<prefix>.event.<manager id>.>``), and runs
 :meth:`Fleet.run` for each admitted call of a host skill. A call's life here:
 
-1. The host must be online and announce the definition the call was admitted (or approved)
-   with, else the call fails at once: ``host_offline`` or ``definition_changed``.
-2. The call is signed (:mod:`.signing`: a nonce, an expiry one TTL away) and published to the
+1. The host must be online, verified (its entry signed by a key trusted for it: :mod:`.attest`)
+   and announce the definition the call was admitted (or approved) with, else the call fails at
+   once: ``host_offline``, ``host_unverified`` or ``definition_changed``.
+2. The call is signed (:mod:`.signing`: a nonce, an expiry one TTL away; the skill's class and
+   the signatures its class needs, which the worker checks against its own) and published to the
    calls stream under the message id ``<call id>:call``, retried through a bus outage until
    the expiry (JetStream drops a duplicate publication).
 3. The host must take it (its ``accepted`` message) before the expiry plus the clock skew
@@ -45,11 +47,13 @@ from nats.js.kv import KeyValue
 
 from ongrid_skills.execution.records import ErrorInfo, Event, EventSink, Execution, Status
 from ongrid_skills.fleet import bus, untaken
+from ongrid_skills.fleet.attest import KEYS_SETTING, KeysFile
 from ongrid_skills.fleet.catalogue import Hosts
 from ongrid_skills.fleet.signing import CLOCK_SKEW_SECONDS, Call, new_nonce, sign
 from ongrid_skills.fleet.untaken import local as _local
 from ongrid_skills.fleet.untaken import when as _when
 from ongrid_skills.fleet.wire import apply_outcome, decode
+from ongrid_skills.governance.policy import signatures_for
 from ongrid_skills.metrics import Metrics
 from ongrid_skills.packs.keys import SigningKey
 from ongrid_skills.settings import Settings
@@ -101,7 +105,8 @@ class Fleet:
         self.metrics = metrics
         self.names = bus.Names(settings.fleet_prefix)
         self.ttl = float(settings.fleet_ttl_seconds)
-        self.hosts = Hosts(clock)
+        self.worker_keys = KeysFile(settings.fleet_worker_keys)  # a bad file: refuse to start
+        self.hosts = Hosts(clock, self.worker_keys.keys, self.ttl)
         self.pending: dict[str, Pending] = {}
         #: Called (in the loop) after the offered host skills changed.
         self.on_change: Callable[[], None] = lambda: None
@@ -124,6 +129,7 @@ class Fleet:
             reconnected=self._reconnected,
             first_attempts=bus.MANAGER_FIRST_ATTEMPTS,
             ttl=self.ttl,
+            inbox=self.names.manager_inbox,
         )
         self.connected = True
         self._js = self._nc.jetstream()
@@ -149,8 +155,14 @@ class Fleet:
             "fleet: manager %s on %s, %d host(s) online",
             self.id,
             self.names.prefix,
-            sum(1 for s in self.hosts.hosts.values() if s.online),
+            sum(1 for s in self.hosts.hosts.values() if self.hosts.online(s.host)),
         )
+        if not self.worker_keys.keys.configured:
+            LOG.warning(
+                "fleet: %s is not set: no worker is trusted, so no host skill is offered; "
+                "trust each worker's key (`ongrid-skills worker --print-key`, docs/fleet.md)",
+                KEYS_SETTING,
+            )
 
     async def close(self) -> None:
         self.closing = True
@@ -216,6 +228,8 @@ class Fleet:
         period = max(0.05, min(1.0, self.ttl / 10))
         while True:
             await asyncio.sleep(period)
+            if self.worker_keys.refresh():  # each host's next entry is checked with them
+                self.hosts.keys = self.worker_keys.keys
             if not self.connected:  # heartbeats we cannot hear prove nothing
                 continue
             gone = self.hosts.expire()
@@ -250,7 +264,8 @@ class Fleet:
         """Set the metrics of these hosts (a heartbeat touches its own host only)."""
         for host in hosts:
             state = self.hosts.hosts.get(host)
-            if state is not None:
+            # A host never verified gets no series: its id is whatever the bucket's writer chose.
+            if state is not None and state.verified_instance is not None:
                 here = sum(1 for c in self.pending.values() if c.host == host)
                 self.metrics.host_seen(state.to_dict(here))
 
@@ -294,6 +309,8 @@ class Fleet:
             host=host,
             skill=skill.name,
             definition_hash=skill.definition_hash,
+            skill_class=skill.skill_class.value,
+            signatures=signatures_for(skill.skill_class, skill.confirmation_required),
             args=args,
             nonce=new_nonce(),
             issued_at=now,
@@ -380,6 +397,8 @@ class Fleet:
             host=call.host,
             skill=call.skill,
             definition_hash=call.definition_hash,
+            skill_class=call.skill_class,
+            signatures=call.signatures,
             args=None,
             nonce=new_nonce(),
             issued_at=now,

@@ -1,22 +1,28 @@
 """A worker's inventory: what one host announces in the hosts bucket, and reading it back.
 
-A worker writes one entry under its host id, again at every heartbeat::
+A worker writes one entry under its host id, again at every heartbeat, signed with its own key
+(:mod:`.attest`); the inventory inside is::
 
     {"host": "web-1", "instance": "<new at each start>", "pid": 4242, "version": "0.1.0",
      "labels": {"env": "prod"}, "ttl": 15, "started_at": …, "heartbeat_at": …, "running": 0,
      "skills_digest": "<sha256 of the skills list>",
      "skills": [{"name": "clean_disk", "definition_hash": "<sha256>", "description": …,
                  "class": "mutating", "kind": "subprocess", "category": …, "schema": {…},
-                 "timeout_seconds": 60, "when_to_use": null, "confirmation_required": false}]}
+                 "timeout_seconds": 60, "when_to_use": null, "confirmation_required": false,
+                 "env_allow": ["LANG"], "entry": "<sha256 of the entry's bytes>",
+                 "builtin": null}]}
 
 Only the worker's ``scope: host`` skills that are available are announced. The *fleet definition
-hash* covers what the call is on any host — name, description, class, kind, schema, timeout,
-allowed environment, and the entry's bytes (or the built-in's name) — and not where the files
-sit (paths, inodes, times), so one skill deployed on two hosts has one hash, and an edited one
-another. A manager binds approvals to it; a worker refuses a call whose hash is not its own.
+hash* is the SHA-256 of the record itself (every field above but the hash, canonical JSON): name,
+description, class, kind, category, schema, timeout, when to use, confirmation, allowed
+environment, and the entry's bytes (or the built-in's name); not where the files sit (paths,
+inodes, times). So one skill deployed on two hosts has one hash, an edited one another, and no
+two records with one hash can differ in anything the gate reads: a manager recomputes the hash of
+each record it reads and refuses one that does not match. A manager binds approvals to it; a
+worker refuses a call whose hash, class or signature count is not its own.
 
-Anyone who may write the bucket is trusted to describe hosts (restrict it with NATS
-permissions): :func:`parse` only makes sure what it reads is well-formed and bounded.
+:func:`parse` only makes sure what it reads is well-formed and bounded; whether a host may say it
+is :mod:`.attest`'s question.
 """
 
 from __future__ import annotations
@@ -39,24 +45,43 @@ MAX_TEXT = 4096
 KINDS = ("subprocess", "native")
 
 
-def definition_hash(skill: Skill) -> str:
-    """The fleet definition hash of one of this host's skills (see the module docstring)."""
+#: The fields of a skill record its definition hash covers (all of them but the hash).
+DEFINITION_FIELDS = (
+    "name", "description", "class", "kind", "category", "schema", "timeout_seconds",
+    "when_to_use", "confirmation_required", "env_allow", "entry", "builtin",
+)  # fmt: skip
+
+
+def definition_of(skill: Skill) -> dict[str, Any]:
+    """What one of this host's skills is, as announced (its record without the hash)."""
     target = skill.target
     builtin = skill.builtin
-    body = {
+    return {
         "name": skill.name,
         "description": skill.description,
         "class": skill.skill_class.value,
-        "kind": skill.kind,
+        "kind": "native" if skill.kind == "native" else "subprocess",
+        "category": skill.category,
         "schema": skill.schema,
-        "timeout": skill.timeout_seconds,
-        "confirmation": skill.confirmation_required,
+        "timeout_seconds": skill.timeout_seconds,
+        "when_to_use": skill.when_to_use,
+        "confirmation_required": skill.confirmation_required,
         "env_allow": list(target.env_allow) if target else None,
         "entry": target.content_digest() if target else None,
         "builtin": f"{builtin.__module__}.{builtin.__qualname__}" if builtin else None,
     }
+
+
+def hash_of(definition: Mapping[str, Any]) -> str:
+    """The definition hash of a record: SHA-256 of its definition fields, canonical JSON."""
+    body = {key: definition.get(key) for key in DEFINITION_FIELDS}
     raw = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(raw.encode()).hexdigest()
+
+
+def definition_hash(skill: Skill) -> str:
+    """The fleet definition hash of one of this host's skills (see the module docstring)."""
+    return hash_of(definition_of(skill))
 
 
 def hosted(skills: Iterable[Skill]) -> list[Skill]:
@@ -68,18 +93,8 @@ def hosted(skills: Iterable[Skill]) -> list[Skill]:
 
 
 def record_of(skill: Skill) -> dict[str, Any]:
-    return {
-        "name": skill.name,
-        "definition_hash": definition_hash(skill),
-        "description": skill.description,
-        "class": skill.skill_class.value,
-        "kind": "native" if skill.kind == "native" else "subprocess",
-        "category": skill.category,
-        "schema": skill.schema,
-        "timeout_seconds": skill.timeout_seconds,
-        "when_to_use": skill.when_to_use,
-        "confirmation_required": skill.confirmation_required,
-    }
+    definition = definition_of(skill)
+    return {"name": skill.name, "definition_hash": hash_of(definition), **definition}
 
 
 def skills_digest(records: list[dict[str, Any]]) -> str:
@@ -125,7 +140,8 @@ class BadEntry(ValueError):
 
 
 def parse(value: bytes, key: str) -> Announcement:
-    """An entry's announcement (its skills still raw: :func:`parse_skills`); BadEntry if not."""
+    """An inventory's announcement (its skills still raw: :func:`parse_skills`); BadEntry if
+    not. Its host may differ from the ``key`` it was found under: the caller says so."""
     try:
         data = json.loads(value)
     except (ValueError, RecursionError):
@@ -133,8 +149,8 @@ def parse(value: bytes, key: str) -> Announcement:
     if not isinstance(data, dict):
         raise BadEntry("not a JSON object")
     host = _text(data, "host", 128)
-    if host != key or host_id_problem(host) is not None:
-        raise BadEntry(f"host {host[:100]!r} under key {key!r}")
+    if host_id_problem(key) is not None or host_id_problem(host) is not None:
+        raise BadEntry(f"host {host[:100]!r} under key {key[:128]!r}")
     labels = data.get("labels") or {}
     if (
         not isinstance(labels, dict)
@@ -160,9 +176,9 @@ def parse(value: bytes, key: str) -> Announcement:
     )
 
 
-def parse_skills(raw: list[Any], known: Mapping[tuple[str, str], SkillRecord]) -> list[SkillRecord]:
-    """The announced skills; one already ``known`` by (name, definition hash) is not checked
-    again (the hash names the definition). A malformed record is a BadEntry."""
+def parse_skills(raw: list[Any]) -> list[SkillRecord]:
+    """The announced skills, each checked whole (its hash recomputed): a record one host
+    announced never stands for another's. A malformed record is a BadEntry."""
     out: list[SkillRecord] = []
     seen: set[str] = set()
     for item in raw:
@@ -174,8 +190,7 @@ def parse_skills(raw: list[Any], known: Mapping[tuple[str, str], SkillRecord]) -
         if name in seen:
             raise BadEntry(f"skill {name[:64]!r} announced twice")
         seen.add(name)
-        record = known.get((name, digest))
-        out.append(record if record is not None else _record(item, name, digest))
+        out.append(_record(item, name, digest))
     return out
 
 
@@ -199,6 +214,12 @@ def _record(item: dict[str, Any], name: str, digest: str) -> SkillRecord:
     if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout <= 0:
         raise BadEntry(f"skill {name}: timeout_seconds must be a positive integer")
     when = item.get("when_to_use")
+    try:
+        recomputed = hash_of(item)
+    except (TypeError, ValueError, RecursionError):
+        raise BadEntry(f"skill {name}: a record that is not canonical JSON") from None
+    if recomputed != digest:
+        raise BadEntry(f"skill {name}: definition_hash does not cover the definition announced")
     return SkillRecord(
         name=name,
         definition_hash=digest,

@@ -58,6 +58,8 @@ class Call:
     host: str
     skill: str
     definition_hash: str
+    skill_class: str  # the class the manager's gate decided with
+    signatures: int  # the human signatures that class needs (SIGNATURES, or 1 for a confirmation)
     args: Any
     nonce: str
     issued_at: float
@@ -151,6 +153,8 @@ def _parse(body: bytes) -> Call:
     numbers = (call.issued_at, call.expires_at)
     if not all(isinstance(v, str) for v in text) or call.kind not in KINDS:
         raise Refused("malformed", "a signed message with fields of the wrong type")
+    if not isinstance(call.skill_class, str) or type(call.signatures) is not int:
+        raise Refused("malformed", "a signed message without the skill's class and signatures")
     if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in numbers):
         raise Refused("malformed", "a signed message with times that are not numbers")
     return call

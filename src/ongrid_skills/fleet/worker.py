@@ -11,9 +11,13 @@ dirs (the same loader), a NATS connection, the managers' public keys, the runner
   through the same :func:`~ongrid_skills.execution.pipeline.run_skill` and runner as the
   manager's, with this host's limits. A refused message is acknowledged (never redelivered)
   and logged; only a call with a valid signature that was never taken gets a reply.
-- Before running, the skill must be one of this host's host skills and its fleet definition
-  hash must be the one the manager signed, else the call fails ``definition_changed``: a worker
-  never receives code, only the name of what it already has.
+- Before running, the skill must be one of this host's host skills, and its fleet definition
+  hash, its class and the signatures its class needs must be those the manager signed (what its
+  gate decided with), else the call fails ``definition_changed``: a worker never receives code,
+  only the name of what it already has, and a manager misled about a skill (a dangerous one
+  taken for safe) cannot run it here as such.
+- The inventory is signed with this worker's own key (:mod:`.attest`): the managers believe
+  what a key they trust for this host id signed, and nothing else.
 - Events stream back live in order (:class:`.wire.Sender`); a cancel (signed too) or the skill's
   timeout kills the process group, as on the manager.
 - A bus outage is waited out: the consumer, heartbeat and senders retry; a worker cut off for
@@ -49,11 +53,13 @@ from ongrid_skills.execution.pipeline import run_skill
 from ongrid_skills.execution.records import ErrorInfo, Event, Execution, Status
 from ongrid_skills.execution.runner import Runner
 from ongrid_skills.fleet import bus
+from ongrid_skills.fleet.attest import seal
 from ongrid_skills.fleet.inventory import definition_hash, hosted, record_of, skills_digest
 from ongrid_skills.fleet.nonces import Ledger
 from ongrid_skills.fleet.signing import Call, Refused, check, verify
 from ongrid_skills.fleet.wire import Sender
-from ongrid_skills.packs.keys import TrustedKeys
+from ongrid_skills.governance.policy import signatures_for
+from ongrid_skills.packs.keys import SigningKey, TrustedKeys
 from ongrid_skills.settings import Settings
 from ongrid_skills.skills.model import SCOPE_HOST
 from ongrid_skills.skills.registry import RegistryHolder
@@ -72,6 +78,7 @@ class Worker:
     trusted: TrustedKeys
     runner: Runner
     ledger: Ledger
+    key: SigningKey  # this worker's own: it signs the inventory
     host: str = field(default_factory=socket.gethostname)
     labels: dict[str, str] = field(default_factory=dict)
     instance: str = field(default_factory=lambda: uuid.uuid4().hex)
@@ -105,6 +112,7 @@ class Worker:
             disconnected=self._disconnected,
             reconnected=self._reconnected,
             ttl=self.ttl,
+            inbox=self.names.worker_inbox(self.host),
         )
         js = nc.jetstream()
         self._kv = await bus.ensure(js, self.names, self.ttl)
@@ -215,7 +223,8 @@ class Worker:
             "skills": records,
         }
         assert self._kv is not None
-        await self._kv.put(self.host, json.dumps(entry, ensure_ascii=False).encode())
+        inventory = json.dumps(entry, ensure_ascii=False, separators=(",", ":")).encode()
+        await self._kv.put(self.host, seal(self.key, inventory))
 
     async def _heartbeat(self) -> None:
         while True:
@@ -335,6 +344,16 @@ class Worker:
                 "definition_changed",
                 f"{call.skill} on host {self.host} is not the definition the manager sent "
                 "(edited or redeployed since it was announced): not run",
+            )
+            return False
+        needs = signatures_for(skill.skill_class, skill.confirmation_required)
+        if call.skill_class != skill.skill_class.value or call.signatures != needs:
+            _fail(
+                execution,
+                "definition_changed",
+                f"{call.skill} on host {self.host} is {skill.skill_class.value} and needs {needs} "
+                f"signature(s); the manager sent it as {call.skill_class[:32]} with "
+                f"{call.signatures}: not run",
             )
             return False
         violations = skill.validate(call.args)

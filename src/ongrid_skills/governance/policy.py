@@ -43,6 +43,16 @@ SIGNATURES: dict[SkillClass, int] = {
 }
 
 
+def signatures_for(skill_class: SkillClass, confirmation_required: bool) -> int:
+    """The human signatures a skill needs before it runs, whoever asks (a confirmation counts).
+
+    >>> signatures_for(SkillClass.SAFE, True), signatures_for(SkillClass.DANGEROUS, False)
+    (1, 2)
+    """
+    required = SIGNATURES[skill_class]
+    return max(required, 1) if confirmation_required else required
+
+
 @dataclass(frozen=True, slots=True)
 class Decision:
     """``action`` is ``run``, ``approve`` (signatures needed first) or ``deny``."""
@@ -84,9 +94,7 @@ def decide(
         return Decision("deny", f"persona mode {mode.value} does not permit {skill_class} skills")
     if role is not None and skill_class not in ROLE_ALLOWS[role]:
         return Decision("deny", f"role {role.value} may not run {skill_class} skills")
-    required = SIGNATURES[skill_class]
-    if confirmation_required and required == 0:
-        required = 1
+    required = signatures_for(skill_class, confirmation_required)
     if required == 0:
         return Decision("run", f"{skill_class} skills run freely")
     if skill_class is SkillClass.DANGEROUS and dangerous_override and confirmed:

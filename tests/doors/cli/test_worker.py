@@ -77,6 +77,23 @@ def test_the_worker_refuses_a_keys_file_it_cannot_use(
     assert message in done.stderr
 
 
+def test_worker_print_key_prints_the_line_a_manager_trusts_from_a_private_key_file(
+    tmp_path: Path,
+) -> None:
+    env = {"ONGRID_DATA_DIR": str(tmp_path / "data")}  # no NATS, no manager keys: not needed
+    first = cli("worker", "--host-id", "web-1", "--print-key", env=env)
+    second = cli("worker", "--host-id", "web-1", "--print-key", env=env)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.startswith("web-1 ssh-ed25519 AAAA") and first.stdout == second.stdout
+    assert " ongrid-worker@" in first.stdout
+    key = tmp_path / "data" / "worker.key"
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600
+    key.chmod(0o640)
+    refused = cli("worker", "--host-id", "web-1", "--print-key", env=env)
+    assert refused.returncode == 1
+    assert f"worker key file {key} may be read by group or others (mode 0640)" in refused.stderr
+
+
 def test_the_worker_refuses_a_manager_keys_file_others_may_read_as_the_audit_key_is(
     tmp_path: Path, keys: Path
 ) -> None:
@@ -98,12 +115,7 @@ def test_hosts_lists_the_workers_a_server_sees(fleet: Fleet, tmp_path: Path) -> 
     store = open_store(str(data))
     token, _ = store.tokens.create("viewer", Role.VIEWER)
     store.close()
-    env = {
-        "ONGRID_NATS_URL": fleet.nats.url,
-        "ONGRID_FLEET_PREFIX": fleet.prefix,
-        "ONGRID_FLEET_TTL_SECONDS": "2",
-        "ONGRID_SKILLS_EXTERNAL_DIRS": str(tmp_path / "manager-skills"),
-    }
+    env = fleet.manager_env(tmp_path / "manager-skills")
     (tmp_path / "manager-skills").mkdir()
     served = start_serve(data, env)
     try:
@@ -119,6 +131,33 @@ def test_hosts_lists_the_workers_a_server_sees(fleet: Fleet, tmp_path: Path) -> 
         body = json.loads(cli("hosts", "--json", env=auth).stdout)
         assert [h["host"] for h in body["items"]] == ["web-1"]
         assert body["fleet"]["prefix"] == fleet.prefix
+    finally:
+        stop(served)
+
+
+def test_hosts_shows_a_worker_whose_key_is_not_trusted_as_unverified_with_the_reason(
+    fleet: Fleet, tmp_path: Path
+) -> None:
+    skills = tmp_path / "worker-skills"
+    host_skill(skills, "where_am_i", "echo '{}'")
+    fleet.worker("stranger", skills, trusted=False)
+    data = Path(fleet.settings.data_dir)
+    store = open_store(str(data))
+    token, _ = store.tokens.create("viewer", Role.VIEWER)
+    store.close()
+    (tmp_path / "manager-skills").mkdir()
+    served = start_serve(data, fleet.manager_env(tmp_path / "manager-skills"))
+    try:
+        auth = {"ONGRID_URL": served.url, "ONGRID_TOKEN": token}
+
+        def listed() -> str:
+            done = cli("hosts", env=auth)
+            assert done.returncode == 0, done.stderr
+            return done.stdout if "stranger" in done.stdout else ""
+
+        line = wait_for(listed, "the worker in `hosts`")
+        assert "UNVERIFIED" in line and "skills=0" in line
+        assert "(no key is trusted for host stranger in ONGRID_FLEET_WORKER_KEYS)" in line
     finally:
         stop(served)
 

@@ -47,6 +47,7 @@ def fleet_console(fleet: Fleet, tmp_path: Path) -> Iterator[Console]:
         nats_url=fleet.nats.url,
         fleet_prefix=fleet.prefix,
         fleet_ttl_seconds=TTL,
+        fleet_worker_keys=str(fleet.worker_keys),
     ) as served:
         yield served
 
@@ -140,3 +141,23 @@ def test_a_hosts_page_shows_its_skills_definitions_and_the_calls_handed_to_it(
         assert call_id not in client.get("/executions?host=beta").text
         unknown = client.get("/hosts/%3Cb%3Enowhere%3C%2Fb%3E")
     assert unknown.status_code == 404 and "<b>nowhere" not in unknown.text
+
+
+def test_a_worker_whose_key_is_not_trusted_is_shown_unverified_with_the_reason(
+    fleet: Fleet, worker_skills: Path, fleet_console: Console, page: Page
+) -> None:
+    fleet.worker("alpha", worker_skills)
+    fleet.worker("stranger", worker_skills, trusted=False)
+    wait_for(lambda: online_hosts(fleet_console) == ["alpha"], "alpha online")
+    login(page, fleet_console, "vera")
+    page.goto(fleet_console.url + "/hosts")
+    expect(row(page, "stranger")).to_contain_text("unverified")
+    expect(row(page, "stranger")).to_contain_text(
+        "no key is trusted for host stranger in ONGRID_FLEET_WORKER_KEYS"
+    )
+    expect(row(page, "stranger")).to_contain_text("its skills are not offered")
+    expect(row(page, "alpha")).to_contain_text("online")
+    page.goto(fleet_console.url + "/hosts/stranger")
+    expect(page.locator("dl.facts")).to_contain_text("not verified: no key is trusted")
+    offered = fleet_console.rest("GET", "/v1/skills/where_am_i", "vera").json()
+    assert offered["schema"]["properties"]["host"]["enum"] == ["alpha"]

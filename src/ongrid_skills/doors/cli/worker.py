@@ -1,11 +1,13 @@
 """``ongrid-skills worker`` (the edge worker on a target host) and ``ongrid-skills hosts`` (the
-hosts a server sees; ``hosts key``: the public key workers must trust).
+hosts a server sees; ``hosts key``: the public key workers must trust; ``worker --print-key``:
+the line a manager's ONGRID_FLEET_WORKER_KEYS needs to trust this worker).
 
 The worker command reads the settings (``ONGRID_NATS_URL`` and its credentials/NKey/TLS files,
 ``ONGRID_FLEET_MANAGER_KEYS``, the skill dirs of this host), loads this host's skills with the
 same loader and log lines as ``serve``, and runs :class:`~ongrid_skills.fleet.worker.Worker`
 until SIGTERM or SIGINT (a clean stop: running calls end ``interrupted``, the host leaves the
-inventory at once). SIGHUP reloads the skills and announces them. The NATS client is imported
+inventory at once). SIGHUP reloads the skills and announces them. The inventory is signed with
+the worker's own key, ``data_dir/worker.key``, created on first use. The NATS client is imported
 when the command runs, never at start-up.
 """
 
@@ -46,10 +48,19 @@ def _labels(pairs: tuple[str, ...]) -> dict[str, str]:
 @click.option(
     "--label", "label_pairs", multiple=True, metavar="KEY=VALUE", help="A label (repeatable)."
 )
+@click.option(
+    "--print-key",
+    is_flag=True,
+    help="Print the line the managers' ONGRID_FLEET_WORKER_KEYS needs to trust this worker "
+    "(its key is created on first use), and exit.",
+)
 @click.pass_context
-def worker(ctx: click.Context, host_id: str | None, label_pairs: tuple[str, ...]) -> None:
+def worker(
+    ctx: click.Context, host_id: str | None, label_pairs: tuple[str, ...], print_key: bool
+) -> None:
     """Run this host's host skills for the managers of the fleet (over NATS)."""
-    from ongrid_skills.fleet.bus import host_id_problem  # noqa: PLC0415 - lazy: see above
+    from ongrid_skills.fleet.attest import key_line  # noqa: PLC0415 - lazy: see above
+    from ongrid_skills.fleet.bus import host_id_problem  # noqa: PLC0415
     from ongrid_skills.packs.keys import load_trusted_keys  # noqa: PLC0415
 
     settings = ctx.obj.settings()
@@ -57,6 +68,9 @@ def worker(ctx: click.Context, host_id: str | None, label_pairs: tuple[str, ...]
     problem = host_id_problem(host)
     if problem is not None:
         raise click.BadParameter(problem, param_hint="--host-id")
+    if print_key:
+        click.echo(key_line(host, _worker_key(settings)))
+        return
     labels = _labels(label_pairs)
     if not settings.nats_url:
         raise click.UsageError("set ONGRID_NATS_URL: the NATS server of the fleet")
@@ -71,16 +85,29 @@ def worker(ctx: click.Context, host_id: str | None, label_pairs: tuple[str, ...]
         raise click.UsageError(f"ONGRID_FLEET_MANAGER_KEYS: {exc.message}") from None
     if not len(trusted):
         raise click.UsageError(f"{settings.fleet_manager_keys} holds no key: nothing to obey")
+    key = _worker_key(settings)
     dirs = (*settings.external_dirs, *ctx.obj.skills_dirs)
     settings = dataclasses.replace(settings, external_dirs=dirs)
     try:
-        run_until_done(_work(settings, host, labels, trusted, ctx.obj.loader_line))
+        run_until_done(_work(settings, host, labels, trusted, key, ctx.obj.loader_line))
     except SkillError as exc:
         raise click.ClickException(exc.message) from None
     click.echo(f"ongrid-skills: worker {host} stopped")
 
 
-async def _work(settings: Any, host: str, labels: dict[str, str], trusted: Any, sink: Any) -> None:
+def _worker_key(settings: Any) -> Any:
+    """This worker's own signing key (``data_dir/worker.key``, created on first use)."""
+    from ongrid_skills.fleet.attest import worker_key  # noqa: PLC0415
+
+    try:
+        return worker_key(settings)
+    except SkillError as exc:
+        raise click.ClickException(exc.message) from None
+
+
+async def _work(
+    settings: Any, host: str, labels: dict[str, str], trusted: Any, key: Any, sink: Any
+) -> None:
     from ongrid_skills.execution.runner import SubprocessRunner  # noqa: PLC0415
     from ongrid_skills.execution.supervision import (  # noqa: PLC0415
         groups_dir_of,
@@ -96,14 +123,14 @@ async def _work(settings: Any, host: str, labels: dict[str, str], trusted: Any, 
     holder = RegistryHolder(registry_builder(settings, sink))
     ledger = Ledger(settings.data_dir)
     runner = SubprocessRunner(groups_dir=groups)
-    agent = Worker(settings, holder, trusted, runner, ledger, host=host, labels=labels)
+    agent = Worker(settings, holder, trusted, runner, ledger, key, host=host, labels=labels)
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, agent.stop)
     loop.add_signal_handler(signal.SIGHUP, agent.reload)
     click.echo(
         f"ongrid-skills: worker {host} for the fleet {settings.fleet_prefix!r} "
-        f"(state in {settings.data_dir})",
+        f"(state in {settings.data_dir}; inventory signed with {key.fingerprint})",
         err=True,
     )
     try:
@@ -132,6 +159,9 @@ def hosts(ctx: click.Context, as_json: bool, url: str, token: str | None) -> Non
     for h in body["items"]:
         labels = ",".join(f"{k}={v}" for k, v in sorted(h["labels"].items())) or "-"
         state = "online" if h["online"] else "offline"
+        if h.get("verified") is False:  # never offered: say why, on its line
+            state = "UNVERIFIED"
+            labels = f"{labels}  ({h.get('unverified')})"
         click.echo(
             f"{h['host']:<24} {state:<8} {h['last_heartbeat']}  skills={h['skill_count']:<3} "
             f"running={h['running_calls']:<3} v{h['version']}  {labels}"
