@@ -143,7 +143,12 @@ class Manager:
         return self.credentials.overlay(merged)
 
     def credential_names(self, skill: Skill) -> dict[str, str | None]:
-        """Each slot of ``skill`` → the credential its calls would be given now (names only)."""
+        """Each slot of ``skill`` → the credential its calls would be given now (names only):
+        bound here, or, for a host skill, what its hosts announce they bind."""
+        if skill.placement is not None:
+            return dict(skill.placement.credentials)
+        if not skill.credentials:
+            return {}
         return self.credentials.bound(skill, self.credentials.bindings(fresh=True))
 
     def attach(self, fleet: Fleet) -> None:
@@ -257,7 +262,7 @@ class Manager:
                     "args": args,
                     "persona": persona,
                     "class": skill.skill_class.value,
-                    **({"credentials": self.credential_names(skill)} if skill.credentials else {}),
+                    **({"credentials": names} if (names := self.credential_names(skill)) else {}),
                 },
             )
         task = self.start(execution, skill, on_event)

@@ -109,7 +109,7 @@ class ApprovalDesk:
             status="pending",
             created_at=now,
             expires_at=now + self.ttl_seconds,
-            credentials=_names(self.runs.credential_names(skill)) if skill.credentials else None,
+            credentials=_names(self.runs.credential_names(skill)) or None,
         )
         execution.status = Status.PENDING_APPROVAL
         execution.approval_id = approval.id

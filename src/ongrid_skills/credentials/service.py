@@ -206,6 +206,10 @@ class Credentials:
         shared = {b.slot: b.credential for b in found if pack and b.target == f"pack:{pack}"}
         return {s.slot: own.get(s.slot) or shared.get(s.slot) for s in skill.credentials}
 
+    def names(self, skill: Skill) -> dict[str, str | None]:
+        """Each slot of ``skill`` → the credential bound to it now (bindings read afresh)."""
+        return self.bound(skill, self.bindings(fresh=True))
+
     def missing(self, skill: Skill, bindings: list[Binding] | None = None) -> str | None:
         """``needs credential for slot <slot>`` when a slot of ``skill`` is unbound, else None."""
         if not skill.credentials:

@@ -41,6 +41,10 @@ class Grants(Protocol):
         skill without slots. Raises CredentialMissing and CredentialUnreadable."""
         ...
 
+    def names(self, skill: Skill) -> dict[str, str | None]:
+        """Each slot of ``skill`` → the credential bound to it now (names only)."""
+        ...
+
     def missing(self, skill: Skill) -> str | None:
         """``needs credential for slot <slot>`` when a slot of ``skill`` is unbound."""
         ...

@@ -61,6 +61,8 @@ class Placement:
     definition_hash: str
     hosts: tuple[str, ...]
     variants: tuple[tuple[str, tuple[str, ...]], ...]
+    #: Slot -> credential name the offered definition's hosts bind (names only, SPEC §18).
+    credentials: tuple[tuple[str, str], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
