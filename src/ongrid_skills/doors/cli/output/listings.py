@@ -158,8 +158,10 @@ def approvals_table(items: Iterable[Mapping[str, Any]]) -> Table:
         signed = f"{a['signatures_collected']}/{a['signatures_required']}"
         args = one_line(_compact(a["args"]), 160)
         by = a["requested_by"] or "-"
+        names = ", ".join(f"{slot}={name}" for slot, name in (a.get("credentials") or {}).items())
+        skill = f"{a['skill']} [{names}]" if names else a["skill"]  # credential names, no value
         table.rows.append(
-            [a["id"], status(a["status"]), a["skill"], badge(a["class"]), signed, by, args]
+            [a["id"], status(a["status"]), skill, badge(a["class"]), signed, by, args]
         )
     return table
 
