@@ -229,6 +229,21 @@ def test_a_reference_the_operator_does_not_allow_is_refused(
         creds.create("refused", {}, {"token": reference}, actor="admin")
 
 
+@pytest.mark.parametrize(
+    "pasted", [SECRET, f"Bearer {SECRET}", f"user:{SECRET}", 'command:x "' + SECRET]
+)
+def test_a_value_pasted_as_a_reference_is_refused_without_being_quoted(
+    store: Store, tmp_path: Path, pasted: str
+) -> None:
+    """A reference box that got the secret itself: the refusal (shown by REST and the console)
+    names the field and the forms a reference has, never what was typed."""
+    creds = credentials_of(store, tmp_path)
+    with pytest.raises(InvalidRequest) as refused:
+        creds.create("pasted", {}, {"token": pasted}, actor="admin")
+    assert refused.value.message.startswith("field token: ")
+    assert SECRET not in refused.value.message and SECRET[:6] not in refused.value.message
+
+
 def test_an_unreadable_reference_fails_the_call_by_name(store: Store, tmp_path: Path) -> None:
     failing = tmp_path / "failing"
     failing.write_text("#!/bin/sh\nexit 4\n")

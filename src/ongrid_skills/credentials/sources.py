@@ -64,9 +64,10 @@ def parse_reference(field: str, text: str, rules: SourceRules) -> dict[str, Any]
     kind, sep, rest = text.partition(":")
     rest = rest.strip()
     if not sep or kind not in KINDS or not rest:
+        # Never quote the text: a reference box is where a value gets pasted by mistake.
         raise InvalidRequest(
-            f"field {field}: a reference is file:/path, env:NAME or command:NAME [ARGS], "
-            f"got {text.split(':', 1)[0]!r}"
+            f"field {field}: a reference is file:/path, env:NAME or command:NAME [ARGS] "
+            "(for a value itself, give it as a value)"
         )
     source: dict[str, Any]
     if kind == "file":
@@ -74,7 +75,10 @@ def parse_reference(field: str, text: str, rules: SourceRules) -> dict[str, Any]
     elif kind == "env":
         source = {"env": rest}
     else:
-        words = shlex.split(rest)
+        try:
+            words = shlex.split(rest)
+        except ValueError:
+            raise InvalidRequest(f"field {field}: the command's quoting is unbalanced") from None
         source = {"command": words[0], "args": words[1:]}
     problem = reference_problem(source, rules)
     if problem is not None:
