@@ -25,7 +25,8 @@ from sqlalchemy import Connection
 
 from ongrid_skills.builtins.base import Reach
 from ongrid_skills.errors import Conflict, StorageFull
-from ongrid_skills.execution.pipeline import run_skill
+from ongrid_skills.execution.grant import Grants
+from ongrid_skills.execution.pipeline import grant_for, run_skill
 from ongrid_skills.execution.records import ErrorInfo, Event, EventSink, Execution, Status
 from ongrid_skills.execution.runner import Runner
 from ongrid_skills.execution.timeline import EventHub, Timeline
@@ -75,6 +76,7 @@ class Calls:
         fleet: Callable[[], Fleet | None],
         clock: Callable[[], float],
         replica_id: str | None = None,
+        grants: Grants | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
@@ -88,6 +90,8 @@ class Calls:
         self.clock = clock
         #: On a shared database, the lease the rows of these calls name; None on the embedded one.
         self.replica_id = replica_id
+        #: Where a skill with credential slots gets them (the manager's credential store).
+        self.grants = grants
         self.slots = asyncio.Semaphore(settings.max_concurrent_executions)
         self.running = 0
         self.waiting = 0
@@ -129,7 +133,14 @@ class Calls:
     async def _launch(self, launch: Launch, emit: EventSink) -> None:
         if launch.fleet is not None:
             await launch.fleet.run(launch.skill, launch.execution, emit)
-        else:
+            return
+        # Read at call time (a rotation takes effect on the next call); a credential that cannot
+        # be had now fails the call before anything runs.
+        grant = await grant_for(launch.skill, launch.execution, self.grants)
+        if launch.skill.credentials and grant is None:
+            emit(Event("status", {"status": launch.execution.status.value}))
+            return
+        try:
             await run_skill(
                 launch.skill,
                 launch.execution,
@@ -138,7 +149,11 @@ class Calls:
                 registry=launch.registry,
                 persona=launch.persona,
                 reach=launch.reach,
+                grant=grant,
             )
+        finally:
+            if self.grants is not None:
+                self.grants.release(grant)
 
     async def _run(
         self,

@@ -21,6 +21,8 @@ share one table).
     ├── Unauthorized                unauthorized        401     2  (no or bad credentials)
     ├── Forbidden                   forbidden           403     3  (the role does not allow it)
     ├── Conflict                    conflict            409     2  (state forbids it: signed twice…)
+    ├── CredentialMissing           credential_missing  409     3  (a slot has no credential bound)
+    ├── CredentialUnreadable        credential_unreadable 502   1  (a referenced secret unreadable)
     │   └── SkillCollision          skill_collision     409     2  (a pack takes loaded names)
     ├── TooLarge                    too_large           413     2  (request body over the limit)
     ├── Busy                        busy                429     2  (execution queue full)
@@ -96,6 +98,12 @@ EXECUTION_ERROR_CODES: dict[str, str] = {
     "admitted (or approved) with; nothing ran",
     "unknown_skill": "the host has no host skill of that name (any more); nothing ran",
     "call_expired": "the host received the signed call after its expiry; nothing ran",
+    "credentials_changed": "a credential slot of the skill was bound to another credential (or "
+    "unbound) since the approval request; the request is void",
+    "credential_missing": "a credential slot of the skill had nothing bound to it when the call "
+    "was to start; nothing ran",
+    "credential_unreadable": "a credential the call needs could not be read (a file, a variable "
+    "or a command the operator configured); nothing ran",
     "call_not_yet_valid": "the host's clock is behind the manager's by more than the allowed "
     "skew; nothing ran",
 }
@@ -241,6 +249,19 @@ class Conflict(SkillError):
     """The current state does not allow it: not pending any more, signed twice, a reused key."""
 
     code = "conflict"
+
+
+class CredentialMissing(SkillError):
+    """A skill's credential slot has nothing bound to it (or what is bound is gone)."""
+
+    code = "credential_missing"
+
+
+class CredentialUnreadable(SkillError):
+    """A credential a call needs could not be read now (a file, a variable or a command); the
+    message names the credential and field, never a value. The call fails; nothing ran."""
+
+    code = "credential_unreadable"
 
 
 class TooLarge(SkillError):

@@ -19,9 +19,11 @@ from typing import TYPE_CHECKING, Any
 from ongrid_skills.approvals.desk import ApprovalDesk
 from ongrid_skills.builtins.base import Reach
 from ongrid_skills.calls import Calls
+from ongrid_skills.credentials.service import Credentials, open_credentials
 from ongrid_skills.errors import (
     Busy,
     Conflict,
+    CredentialMissing,
     Denied,
     Forbidden,
     InvalidArgs,
@@ -45,6 +47,7 @@ from ongrid_skills.skills.model import Skill
 from ongrid_skills.skills.persona import Persona
 from ongrid_skills.skills.registry import Registry, RegistryHolder
 from ongrid_skills.store import Store
+from ongrid_skills.store.credentials import Binding
 
 if TYPE_CHECKING:  # the NATS client is imported only when a fleet is configured
     from ongrid_skills.fleet.dispatch import Fleet
@@ -83,6 +86,8 @@ class Manager:
         ttl = settings.replica_lease_ttl_seconds
         self.replica = Replica(store, ttl=ttl) if settings.database_url else None
         self.replica_id = self.replica.id if self.replica is not None else None
+        #: The data dir's credentials: what skills with slots are given (SPEC §18).
+        self.credentials: Credentials = open_credentials(settings, store.credentials)
         #: The admitted calls running in this process (slots, counters, outcomes).
         self.calls = Calls(
             settings,
@@ -95,6 +100,7 @@ class Manager:
             fleet=lambda: self.fleet,
             clock=lambda: self.clock(),  # noqa: PLW0108 - read at each use: a replaced clock is seen
             replica_id=self.replica_id,
+            grants=self.credentials,
         )
         self.desk = ApprovalDesk(
             store,
@@ -130,9 +136,20 @@ class Manager:
 
     @property
     def registry(self) -> Registry:
-        """The skills of every door: this manager's own, merged with the fleet's host skills."""
+        """The skills of every door: this manager's own, merged with the fleet's host skills;
+        a skill with a credential slot nothing is bound to is unavailable."""
         local = self.holder.current
-        return self.fleet.hosts.merge(local) if self.fleet is not None else local
+        merged = self.fleet.hosts.merge(local) if self.fleet is not None else local
+        return self.credentials.overlay(merged)
+
+    def credential_names(self, skill: Skill) -> dict[str, str | None]:
+        """Each slot of ``skill`` → the credential its calls would be given now (names only):
+        bound here, or, for a host skill, what its hosts announce they bind."""
+        if skill.placement is not None:
+            return dict(skill.placement.credentials)
+        if not skill.credentials:
+            return {}
+        return self.credentials.bound(skill, self.credentials.bindings(fresh=True))
 
     def attach(self, fleet: Fleet) -> None:
         """Offer the host skills of ``fleet`` and run them there."""
@@ -154,6 +171,9 @@ class Manager:
             groups_dir=self.groups_dir,
             clock=self.clock,
         )
+        swept = await asyncio.to_thread(self.credentials.sweep)  # a dead manager's call folders
+        if swept:
+            LOG.info("removed the credential folders of %d process(es) no longer running", swept)
         await self.desk.recover()
         if self.replica is not None:
             self.replica.start()
@@ -174,6 +194,13 @@ class Manager:
         registry = self.registry
         try:
             skill = registry.get(name)
+            if skill.credentials and skill.placement is None:  # bindings now, not 2 s ago
+                names = self.credential_names(skill)
+                registry = self.registry
+                skill = registry.get(name)
+                unbound = sorted(slot for slot, credential in names.items() if not credential)
+                if unbound:
+                    raise CredentialMissing(f"{name} needs credential for slot {unbound[0]}")
             check_runnable(skill)
             check_transportable(name, args)
             who = registry.persona(persona) if persona else None
@@ -230,7 +257,13 @@ class Manager:
                 principal.name,
                 "execution.started",
                 execution.id,
-                {"skill": name, "args": args, "persona": persona, "class": skill.skill_class.value},
+                {
+                    "skill": name,
+                    "args": args,
+                    "persona": persona,
+                    "class": skill.skill_class.value,
+                    **({"credentials": names} if (names := self.credential_names(skill)) else {}),
+                },
             )
         task = self.start(execution, skill, on_event)
         if wait:
@@ -291,6 +324,38 @@ class Manager:
             return self.desk.cancel(execution, principal)
         await self.calls.cancel(execution, principal)
         return self.get(execution_id)
+
+    # ---- credentials ---------------------------------------------------------------------------
+    async def bind_credential(
+        self, credential: str, slot: str, actor: str, *, skill: str | None, pack: str | None
+    ) -> Binding | None:
+        """Bind ``credential`` to a slot of ``skill`` (or of ``pack``'s skills); pending
+        requests of the skills concerned are void (they were made with other credentials)."""
+        found = self.holder.current.get(skill) if skill is not None else None
+        previous = await asyncio.to_thread(
+            self.credentials.bind, credential, slot, actor, skill=found, pack=pack
+        )
+        self._credentials_changed()
+        return previous
+
+    async def unbind_credential(
+        self, slot: str, actor: str, *, skill: str | None, pack: str | None
+    ) -> Binding:
+        """Leave a slot without a credential: its skills are unavailable, their requests void."""
+        previous = await asyncio.to_thread(
+            self.credentials.unbind, slot, actor, skill=skill, pack=pack
+        )
+        self._credentials_changed()
+        return previous
+
+    def _credentials_changed(self) -> None:
+        registry = self.registry
+        for approval in self.store.approvals.with_status("pending"):
+            skill = registry.skills.get(approval.skill)
+            if skill is not None and skill.credentials:
+                with contextlib.suppress(Conflict):  # void: the ledger has closed it
+                    self.desk.checks.admissible(approval)
+        self._tell_listeners(registry)  # what is offered changed
 
     def persona_for(self, name: str | None) -> Persona | None:
         return self.registry.persona(name) if name else None

@@ -22,6 +22,7 @@ import functools
 import hashlib
 import os
 import re
+import secrets
 import stat
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -286,3 +287,24 @@ def read_up_to(fd: int, limit: int) -> bytes:
         chunks.append(chunk)
         size += len(chunk)
     return b"".join(chunks)
+
+
+def create_private_file(path: str, content: bytes) -> bool:
+    """Write ``content`` to a new file of mode 0600 at ``path``, atomically: a process racing
+    us reads either no file or the whole of it. False when another process created it first
+    (theirs is kept). Used for the keys the manager makes itself (audit, credentials)."""
+    os.makedirs(os.path.dirname(path) or ".", mode=0o700, exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, content)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        return False
+    finally:
+        os.unlink(tmp)
+    return True

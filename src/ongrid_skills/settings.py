@@ -8,6 +8,7 @@ directory or opens the store.
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
 import re
 import tomllib
@@ -115,6 +116,18 @@ class Settings:
     pack_fetch_timeout_seconds: int = 300
     pack_allow_http: bool = False
     pack_keep_seconds: int | None = None
+    # Credentials (SPEC §18, docs/credentials.md): the key sealing stored values (else
+    # $data_dir/credentials.key), the folders file: references may read, the commands command:
+    # references may run (name -> argv, a JSON object or a TOML table), and where the per-call
+    # $CREDENTIALS_DIRECTORY folders go (else /dev/shm, else the data dir).
+    credentials_key_file: str | None = None
+    credential_file_roots: tuple[str, ...] = (
+        "/run/secrets",
+        "/run/credentials",
+        "/var/run/secrets",
+    )
+    credential_commands: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    credentials_runtime_dir: str | None = None
     config: Mapping[str, str] = field(
         default_factory=dict
     )  # skill config keys, e.g. prometheus.url
@@ -325,7 +338,9 @@ def _coerce(name: str, value: Any) -> Any:
         if "?" in url or "#" in url:  # links are made by appending /approvals/<id>
             raise ConfigError(f"{name} must hold no query or fragment: {url!r}")
         return url
-    if name == "builtin_read_paths":
+    if name == "credential_commands":
+        return _commands(name, value)
+    if name in ("builtin_read_paths", "credential_file_roots"):
         roots = _coerce("read_dirs", value)
         relative = [root for root in roots if not os.path.isabs(root)]
         if relative:
@@ -390,6 +405,30 @@ def _coerce(name: str, value: Any) -> Any:
     if value is not None and not isinstance(value, str):  # a TOML number, list or table
         raise ConfigError(f"{name} must be a string, got {value!r}")
     return value or None
+
+
+def _commands(name: str, value: Any) -> dict[str, tuple[str, ...]]:
+    """``{"vault": ["vault", "kv", "get"]}``: a JSON object (in the environment) or a table."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value) if value.strip() else {}
+        except ValueError:
+            raise ConfigError(f"{name} must be a JSON object of name: [argv…]") from None
+    if not isinstance(value, dict):
+        raise ConfigError(f"{name} must be a JSON object of name: [argv…]")
+    out = {}
+    for key, argv in value.items():
+        if (
+            not isinstance(argv, list)
+            or not argv
+            or not all(isinstance(a, str) and a for a in argv)
+            or not os.path.isabs(argv[0])
+        ):
+            raise ConfigError(
+                f"{name}: {key!r} must be a list of arguments starting with an absolute path"
+            )
+        out[str(key)] = tuple(argv)
+    return out
 
 
 def _check_http_url(what: str, url: str, *, show: bool = False) -> None:

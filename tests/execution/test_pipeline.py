@@ -23,7 +23,7 @@ from ongrid_skills import (
 from ongrid_skills.execution.function_runner import FunctionRunner
 from ongrid_skills.skills.model import Skill
 from ongrid_skills.skills.registry import Registry
-from tests.support.skills import MakeSkill, load, write_skill_md
+from tests.support.skills import MakeSkill, load, write_skill, write_skill_md
 
 ECHO = "#!/bin/sh\ncat\n"
 TOUCH = "#!/bin/sh\n: > ran.marker\ncat >/dev/null\necho '{\"ran\": true}'\n"
@@ -251,3 +251,21 @@ def test_only_a_hand_built_skill_with_neither_callable_nor_target_reaches_the_as
     with pytest.raises(AssertionError, match="neither a built-in callable nor a target"):
         run(registry, "bare", {}, runner=runner)
     assert runner.calls == []
+
+
+def test_a_pack_skill_allowed_path_finds_the_packs_bin_first(tmp_path: Path) -> None:
+    root = tmp_path / "skills"
+    tool = root / "bin" / "pack-tool"
+    tool.parent.mkdir(parents=True)
+    tool.write_text("#!/bin/sh\necho from-the-pack\n")
+    tool.chmod(0o755)
+    script = '#!/bin/sh\ncat >/dev/null\nprintf \'{"said": "%s"}\' "$(pack-tool)"\n'
+    write_skill(root, "uses_tool", script, env_allow=["PATH"])
+    registry, _ = load(external=[root])
+    skill = registry.get("uses_tool")
+    skill.source = "pack:demo"  # as the registry marks the skills of an installed pack
+    execution = asyncio.run(ongrid_skills.execute(registry, "uses_tool", {}))
+    assert execution.result == {"said": "from-the-pack"}, execution.error
+    skill.source = "external"  # not a pack's: its root's bin/ is not put on PATH
+    other = asyncio.run(ongrid_skills.execute(registry, "uses_tool", {}))
+    assert other.result != {"said": "from-the-pack"}

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -169,14 +169,20 @@ def write_console_skills(skills: Path, personas: Path) -> None:
 
 @contextmanager
 def console_server(
-    base: Path, *, example_skills: bool = True, **overrides: Any
+    base: Path,
+    *,
+    example_skills: bool = True,
+    more_skills: Callable[[Path], None] | None = None,
+    **overrides: Any,
 ) -> Iterator[Console]:
     """The composed app under uvicorn on a loopback port, in a thread of this process
     (without the repository's example skills when ``example_skills`` is false: the example
-    pack brings copies of them)."""
+    pack brings copies of them; ``more_skills`` writes a test's own skills into the folder)."""
     skills = base / "skills"
     skills.mkdir()
     write_console_skills(skills, base / "personas")
+    if more_skills is not None:
+        more_skills(skills)
     dirs = (str(EXAMPLE_SKILLS), str(skills)) if example_skills else (str(skills),)
     settings = make_settings(base, skills, external_dirs=dirs, **overrides)
     store = open_store(

@@ -49,6 +49,11 @@ class Checks:
         moved = skill is not None and skill.target is not None and skill.target.changed_on_disk()
         if skill is None or moved or skill.definition_hash != approval.definition_hash:
             return "skill_changed", "the skill changed since the request; the request is void"
+        if skill.credentials or approval.credentials:
+            now = self.runs.credential_names(skill)
+            if now != (approval.credentials or {}):
+                reason = "a credential slot was rebound since the request; the request is void"
+                return "credentials_changed", reason
         persona = None
         if approval.persona is not None:
             persona = registry.personas.get(approval.persona)

@@ -109,6 +109,7 @@ class ApprovalDesk:
             status="pending",
             created_at=now,
             expires_at=now + self.ttl_seconds,
+            credentials=_names(self.runs.credential_names(skill)) or None,
         )
         execution.status = Status.PENDING_APPROVAL
         execution.approval_id = approval.id
@@ -137,6 +138,7 @@ class ApprovalDesk:
                     "persona": approval.persona,
                     "signatures_required": required,
                     "definition_hash": skill.definition_hash,
+                    **({"credentials": approval.credentials} if approval.credentials else {}),
                 },
             )
             if first_signer:
@@ -303,3 +305,8 @@ class ApprovalDesk:
     def stop(self) -> None:
         """Stop the expiry sweeper started by :meth:`recover`."""
         self.lifecycle.stop()
+
+
+def _names(bound: dict[str, str | None]) -> dict[str, str]:
+    """The slots that have a credential (a request is made only for a skill with all bound)."""
+    return {slot: name for slot, name in bound.items() if name is not None}

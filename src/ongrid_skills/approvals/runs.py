@@ -12,7 +12,8 @@ from ongrid_skills.skills.registry import Registry
 
 class Runs(Protocol):
     """What the desk needs of the manager: the current registry, reading an execution back,
-    and starting an approved call on the manager's one running path."""
+    starting an approved call on the manager's one running path, and the credentials a skill's
+    calls would be given now (slot -> credential name; names only)."""
 
     @property
     def registry(self) -> Registry: ...
@@ -20,3 +21,5 @@ class Runs(Protocol):
     def get(self, execution_id: str) -> Execution: ...
 
     def start(self, execution: Execution, skill: Skill) -> asyncio.Task[None]: ...
+
+    def credential_names(self, skill: Skill) -> dict[str, str | None]: ...

@@ -17,6 +17,8 @@ STATUS_BY_CODE = {
     "not_found": 404,
     "method_not_allowed": 405,
     "conflict": 409,
+    "credential_missing": 409,
+    "credential_unreadable": 502,
     "too_large": 413,
     "busy": 429,
     "storage_full": 507,

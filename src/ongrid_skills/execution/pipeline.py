@@ -16,9 +16,18 @@ from functools import lru_cache
 from typing import Any
 
 from ongrid_skills.builtins.base import Reach
-from ongrid_skills.errors import ApprovalRequired, Denied, InvalidArgs, InvalidRequest, Violation
+from ongrid_skills.errors import (
+    ApprovalRequired,
+    CredentialMissing,
+    CredentialUnreadable,
+    Denied,
+    InvalidArgs,
+    InvalidRequest,
+    Violation,
+)
+from ongrid_skills.execution.grant import Grant, Grants
 from ongrid_skills.execution.inprocess import run_builtin
-from ongrid_skills.execution.records import Event, EventSink, Execution, Status
+from ongrid_skills.execution.records import ErrorInfo, Event, EventSink, Execution, Status
 from ongrid_skills.execution.runner import Runner, RunOutcome, SpawnSpec, SubprocessRunner
 from ongrid_skills.governance.gate import admit
 from ongrid_skills.paths import child_env
@@ -64,14 +73,17 @@ async def execute(
     runner: Runner | None = None,
     requested_by: str | None = None,
     reach: Reach | None = None,
+    grants: Grants | None = None,
 ) -> Execution:
     """Run ``name`` with ``args`` and return its Execution.
 
     ``confirm`` is the human confirmation a mutating skill needs; ``allow_dangerous`` (with
     ``confirm``) is the local break-glass for a dangerous skill. ``on_event`` receives each
     timeline event as it happens. ``reach`` bounds what built-ins touch (default: from the
-    ``ONGRID_*`` settings). Raises UnknownSkill, UnknownPersona, Denied, InvalidArgs and
-    ApprovalRequired; a skill's own failure is in the returned Execution.
+    ``ONGRID_*`` settings). ``grants``: where a skill with credential slots gets them (a data
+    dir's credential store); without it such a skill is refused. Raises UnknownSkill,
+    UnknownPersona, Denied, InvalidArgs, ApprovalRequired and CredentialMissing; a skill's own
+    failure (and a credential that cannot be read now) is in the returned Execution.
     """
     skill = registry.get(name)
     check_runnable(skill)
@@ -85,19 +97,54 @@ async def execute(
         raise InvalidArgs(name, violations)
     if decision.action == "approve":
         raise ApprovalRequired(decision.reason, signatures_required=decision.signatures_required)
+    if skill.credentials:
+        reason = grants.missing(skill) if grants is not None else "needs a credential store"
+        if reason is not None:
+            raise CredentialMissing(f"{name} {reason}")
     execution = Execution(skill=name, args=args, persona=persona, requested_by=requested_by)
     if reach is None and skill.builtin is not None:
         reach = Reach.from_settings(Settings.load())
-    await run_skill(
-        skill,
-        execution,
-        on_event,
-        runner or default_runner(),
-        registry=registry,
-        persona=who,
-        reach=reach,
-    )
+    granted = await grant_for(skill, execution, grants)
+    if granted is None and skill.credentials:
+        return execution  # failed: its credentials could not be read
+    try:
+        await run_skill(
+            skill,
+            execution,
+            on_event,
+            runner or default_runner(),
+            registry=registry,
+            persona=who,
+            reach=reach,
+            grant=granted,
+        )
+    finally:
+        if grants is not None:
+            grants.release(granted)
     return execution
+
+
+async def grant_for(skill: Skill, execution: Execution, grants: Grants | None) -> Grant | None:
+    """The credentials of one call of ``skill`` (None when it has no slots). A slot left
+    unbound since the call was admitted (``credential_missing``) or a value that cannot be read
+    now (``credential_unreadable``) fails ``execution`` before anything runs, and None is
+    returned."""
+    if not skill.credentials:
+        return None
+    try:
+        if grants is None:
+            raise CredentialMissing(f"{skill.name} needs credentials: no credential store")
+        found = await grants.grant(skill, execution.id)
+    except (CredentialMissing, CredentialUnreadable) as exc:
+        execution.status = Status.FAILED
+        execution.error = ErrorInfo(exc.code, exc.message)
+        execution.finished_at = time.time()
+        return None
+    if found is None:
+        return None
+    grant, slots = found
+    execution.credentials = dict(slots)
+    return grant
 
 
 async def run_skill(
@@ -109,8 +156,10 @@ async def run_skill(
     registry: Registry | None = None,
     persona: Persona | None = None,
     reach: Reach | None = None,
+    grant: Grant | None = None,
 ) -> None:
-    """Run an already-gated call and fill ``execution`` in place."""
+    """Run an already-gated call and fill ``execution`` in place; ``grant``: the credentials
+    the call is given (env entries, their directory, the masker of their values)."""
 
     def emit(event: Event) -> None:
         if on_event is not None:
@@ -135,14 +184,22 @@ async def run_skill(
         f"skill {skill.name} has neither a built-in callable nor a target: loaders give every "
         "available skill one of them, and admit() denies unavailable ones"
     )
+    env = child_env(target.env_allow, os.environ)
+    if "PATH" in env and skill.source.startswith("pack:"):  # the pack's own bin/ first
+        tools = os.path.join(target.root, "bin")
+        if os.path.isdir(tools):
+            env["PATH"] = f"{tools}{os.pathsep}{env['PATH']}"
+    if grant is not None:
+        env.update(grant.environment())
     spec = SpawnSpec(
         entry=target.entry,
         root=target.root,
         cwd=target.folder,
-        env=child_env(target.env_allow, os.environ),
+        env=env,
         timeout_seconds=skill.timeout_seconds,
         shown_root=target.shown_root,
         confine=target.confine,
+        masker=grant.masker if grant is not None else None,
     )
     payload = _PAYLOAD(execution.args).encode()
     outcome = await runner.run(spec, payload, emit)

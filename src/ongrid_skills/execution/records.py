@@ -104,6 +104,8 @@ class Execution:
     started_at: float | None = None
     finished_at: float | None = None
     duration_ms: float | None = None
+    # The credentials the call was given, slot -> credential name (names only, never a value).
+    credentials: dict[str, str] | None = None
 
     @property
     def ok(self) -> bool:
@@ -129,6 +131,7 @@ class Execution:
             "started_at": iso(self.started_at),
             "finished_at": iso(self.finished_at),
             "duration_ms": self.duration_ms,
+            **({"credentials": self.credentials} if self.credentials else {}),
         }
 
     def to_json(self) -> str:

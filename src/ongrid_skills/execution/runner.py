@@ -8,11 +8,10 @@ non-blocking, and they and the pidfd are watched through the runner's poller
 (:mod:`ongrid_skills.execution.poller`). This module owns that state machine: spawn, stdin,
 draining, exit, SIGTERM → 2 s → SIGKILL on timeout, ≤ 1 s for the pipes to close once the main
 process has exited (then the group is killed), reaping, and the verdict from the exit status.
-What the bytes mean is not decided here: stdout goes to :mod:`ongrid_skills.execution.wire`
-(16 MiB cap, result decoding), stderr to :mod:`ongrid_skills.execution.stderr` (line events,
-budget, tail), and the outcome is :mod:`ongrid_skills.execution.verdict`'s. Descendants that
-escaped the group (``setsid`` daemons) are found by the orphan sweeper
-(:mod:`ongrid_skills.execution.reaper`) and killed after the call that left them.
+What the bytes mean is not decided here: stdout goes to ``wire`` (cap, decoding), stderr to
+``stderr`` (line events, budget, tail), both masked by the call's ``masking.Masker``, and the
+outcome is ``verdict``'s. Descendants that escaped the group (``setsid`` daemons) are found by
+the orphan sweeper (``reaper``) and killed after the call that left them.
 
 Children die with their manager, however it dies (:mod:`ongrid_skills.execution.supervision`,
 which says why not ``PR_SET_PDEATHSIG``): each call's session is written to a group record after
@@ -40,6 +39,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ongrid_skills.execution.deadlines import LoopDeadlines
+from ongrid_skills.execution.masking import Masker
 from ongrid_skills.execution.poller import LoopPoller, Poller, new_poller
 from ongrid_skills.execution.reaper import OrphanReaper
 from ongrid_skills.execution.records import ErrorInfo, Event, EventSink, Status
@@ -78,6 +78,7 @@ class SpawnSpec:
     timeout_seconds: float
     shown_root: str = ""
     confine: str | None = None  # a folder the entry must also stay in (a SKILL.md's exec:)
+    masker: Masker | None = None  # the call's credential values, masked in all it writes
 
 
 class Runner(Protocol):
@@ -197,7 +198,7 @@ class SubprocessRunner:
         slot = record.add(pid) if record is not None else -1
         if reaper is not None:
             reaper.spawned(key, pid)
-        call = _Call(self, loop, poller, child, payload, spec.timeout_seconds, on_event)
+        call = _Call(self, loop, poller, child, payload, spec, on_event)
         if record is not None:
             call.record, call.slot = record, slot
         known = record.known_children if record is not None else ()  # not orphans: the sentinel
@@ -263,7 +264,7 @@ class _Call:
         poller: Poller,
         child: Child,
         payload: bytes,
-        timeout: float,
+        spec: SpawnSpec,
         on_event: EventSink | None,
     ) -> None:
         # Lean on purpose: this runs between the spawn and the loop's next wait, while the child
@@ -277,10 +278,10 @@ class _Call:
         self.pid = child.pid
         self.on_event = on_event
         self.done: asyncio.Future[None] = loop.create_future()
-        self.out = StdoutBuffer(runner.stdout_cap)
+        self.out = StdoutBuffer(runner.stdout_cap, spec.masker)
         self.err: StderrTimeline | None = None  # made on the first byte of stderr
         self.timed_out = False
-        self.timeout = timeout
+        self.timeout = timeout = spec.timeout_seconds
         self.exited = False
         self.status: int | None = None
         self.out_fd = out_fd = child.stdout
@@ -358,7 +359,7 @@ class _Call:
             if fd == self.err_fd:
                 err = self.err
                 if err is None:
-                    err = self.err = StderrTimeline(self._emit)
+                    err = self.err = StderrTimeline(self._emit, self.out.masker)
                 err.feed(chunk)
             elif not self.out.take(chunk):  # past the cap: the call is over, kill the group
                 self._kill_group(signal.SIGKILL)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ongrid_skills.execution.masking import Masker
 from ongrid_skills.execution.records import Event, EventSink
 
 LINE_CAP = 8 * 1024
@@ -25,10 +26,25 @@ TAIL_BYTES = 4 * 1024
 class StderrTimeline:
     """Splits stderr into line events (8 KiB cap, 1 MiB budget) and keeps a 4 KiB tail."""
 
-    __slots__ = ("_buf", "_dropped", "_emit", "_exhausted", "_sent", "_skipping", "_tail")
+    __slots__ = (
+        "_buf",
+        "_dropped",
+        "_emit",
+        "_exhausted",
+        "_keep",
+        "_masker",
+        "_sent",
+        "_skipping",
+        "_tail",
+    )
 
-    def __init__(self, emit: EventSink) -> None:
+    def __init__(self, emit: EventSink, masker: Masker | None = None) -> None:
+        """``masker``: the call's secrets, masked in every line and in the tail (a line is
+        masked whole, so a secret written in pieces is still found once its line is complete)."""
         self._emit = emit
+        self._masker = masker
+        # The tail keeps the longest secret form more: masked, then cut to 4 KiB.
+        self._keep = TAIL_BYTES + (masker.longest if masker is not None else 0)
         self._buf = bytearray()
         self._tail = bytearray()
         self._skipping = False
@@ -39,8 +55,8 @@ class StderrTimeline:
     def feed(self, chunk: bytes) -> None:
         """Take the next bytes of stderr; emit an event for every line they complete."""
         self._tail += chunk
-        if len(self._tail) > TAIL_BYTES:
-            del self._tail[:-TAIL_BYTES]
+        if len(self._tail) > self._keep:
+            del self._tail[: -self._keep]
         start = 0
         while True:
             nl = chunk.find(b"\n", start)
@@ -48,7 +64,7 @@ class StderrTimeline:
                 if not self._skipping:
                     self._buf += chunk[start:]
                     if len(self._buf) > LINE_CAP:
-                        self._line(bytes(self._buf[:LINE_CAP]), truncated=True)
+                        self._line(self._cut(bytes(self._buf)), truncated=True)
                         self._buf.clear()
                         self._skipping = True
                 return
@@ -59,7 +75,7 @@ class StderrTimeline:
                 line = bytes(self._buf)
                 self._buf.clear()
                 if len(line) > LINE_CAP:
-                    self._line(line[:LINE_CAP], truncated=True)
+                    self._line(self._cut(line), truncated=True)
                 else:
                     self._line(line)
             start = nl + 1
@@ -71,10 +87,18 @@ class StderrTimeline:
         self._buf.clear()
 
     def tail(self) -> str:
-        """The last 4 KiB of stderr as received (decoded leniently)."""
-        return self._tail.decode("utf-8", "replace")
+        """The last 4 KiB of stderr as received (decoded leniently), secrets masked."""
+        if self._masker is None:
+            return self._tail.decode("utf-8", "replace")
+        return self._masker.tail(bytes(self._tail), TAIL_BYTES).decode("utf-8", "replace")
+
+    def _cut(self, line: bytes) -> bytes:
+        """The first 8 KiB of a line too long (masked first: a secret cut in two would leak)."""
+        return line[:LINE_CAP] if self._masker is None else self._masker.cut(line, LINE_CAP)
 
     def _line(self, raw: bytes, truncated: bool = False) -> None:
+        if self._masker is not None and not truncated:
+            raw = self._masker.mask(raw)
         if raw.endswith(b"\r"):
             raw = raw[:-1]
         if self._exhausted:
@@ -88,6 +112,8 @@ class StderrTimeline:
         if raw[:1] == b"{" and b'"progress"' in raw:
             progress = _progress(raw)
             if progress is not None:
+                if self._masker is not None and "message" in progress:  # escapes decoded
+                    progress["message"] = self._masker.mask_text(progress["message"])
                 self._emit(Event("progress", progress))
                 return
         data: dict[str, Any] = {"line": raw.decode("utf-8", "replace")}

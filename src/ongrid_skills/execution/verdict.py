@@ -37,7 +37,7 @@ def verdict(
 ) -> RunOutcome:
     """The outcome of a child reaped with return ``code`` (Popen's convention: negative = the
     signal that killed it; None = unknown)."""
-    outcome = RunOutcome(Status.FAILED, stdout=bytes(out.data), stderr_tail=stderr_tail)
+    outcome = RunOutcome(Status.FAILED, stdout=out.masked(), stderr_tail=stderr_tail)
     if code is not None and code >= 0:
         outcome.exit_code = code
     elif code is not None:
@@ -55,7 +55,7 @@ def verdict(
     elif code > 0:
         outcome.error = ErrorInfo("exit_status", f"exit status {code}")
     else:
-        decoded = decode_result(outcome.stdout)
+        decoded = decode_result(outcome.stdout, out.masker)
         if decoded.error is not None:
             outcome.error = decoded.error
         else:

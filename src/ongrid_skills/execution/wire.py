@@ -15,18 +15,22 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from ongrid_skills.execution.masking import Masker
 from ongrid_skills.execution.records import ErrorInfo
 
 STDOUT_CAP = 16 * 1024 * 1024
 
 
 class StdoutBuffer:
-    """stdout as collected so far; refuses the chunk that would take it past ``cap``."""
+    """stdout as collected so far; refuses the chunk that would take it past ``cap``.
 
-    __slots__ = ("cap", "data", "too_large")
+    ``masker``: the call's secrets, masked out of what it wrote before anyone reads it."""
 
-    def __init__(self, cap: int = STDOUT_CAP) -> None:
+    __slots__ = ("cap", "data", "masker", "too_large")
+
+    def __init__(self, cap: int = STDOUT_CAP, masker: Masker | None = None) -> None:
         self.cap = cap
+        self.masker = masker
         self.data = bytearray()
         self.too_large = False
 
@@ -37,6 +41,11 @@ class StdoutBuffer:
             return False
         self.data += chunk
         return True
+
+    def masked(self) -> bytes:
+        """What was collected, every secret of the call replaced by ``***``."""
+        data = bytes(self.data)
+        return data if self.masker is None else self.masker.mask(data)
 
     def overflow(self) -> ErrorInfo:
         """The error of a call whose stdout passed the cap."""
@@ -52,8 +61,12 @@ class Decoded:
     error: ErrorInfo | None = None
 
 
-def decode_result(stdout: bytes) -> Decoded:
-    """Decode what a cleanly exited child wrote: one strict JSON value, kept verbatim."""
+def decode_result(stdout: bytes, masker: Masker | None = None) -> Decoded:
+    """Decode what a cleanly exited child wrote: one strict JSON value, kept verbatim.
+
+    With a ``masker`` (``stdout`` already masked), strings that decode to a secret (escapes a
+    byte search cannot see, ``\\u0073…``) are masked too, and the text is then the masked value
+    re-serialised: the verbatim text would still hold the escaped secret."""
     raw = stdout.strip()
     if not raw:
         return Decoded(error=ErrorInfo("empty_output", "the skill wrote nothing on stdout"))
@@ -72,6 +85,10 @@ def decode_result(stdout: bytes) -> Decoded:
         return Decoded(error=ErrorInfo("invalid_output", f"stdout is not valid JSON: {where}"))
     except RecursionError:
         return Decoded(error=ErrorInfo("invalid_output", "stdout JSON is nested too deeply"))
+    if masker is not None:
+        masked, changed = masker.mask_value(value)
+        if changed:
+            return Decoded(masked, json.dumps(masked, ensure_ascii=False))
     return Decoded(value, text)
 
 

@@ -364,6 +364,7 @@ def _offer(name: str, holders: list[HostState]) -> Skill:
         definition_hash=offered,
         hosts=tuple(online),
         variants=tuple((digest, tuple(both[1])) for digest, both in ranked),
+        credentials=records[offered].credentials,
     )
     return _skill(records[offered], placement, known)
 

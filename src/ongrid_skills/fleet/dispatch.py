@@ -316,6 +316,7 @@ class Fleet:
             issued_at=now,
             expires_at=now + self.ttl,
             reply=self.names.reply_prefix(self.id),
+            credentials=dict(skill.placement.credentials) if skill.placement else {},
         )
         loop = asyncio.get_running_loop()
         pending = Pending(execution, host, emit, loop.create_future())

@@ -42,18 +42,21 @@ from ongrid_skills.types import SkillClass
 MAX_SKILLS = 10_000
 MAX_LABELS = 64
 MAX_TEXT = 4096
+MAX_SLOTS = 16
 KINDS = ("subprocess", "native")
 
 
 #: The fields of a skill record its definition hash covers (all of them but the hash).
 DEFINITION_FIELDS = (
     "name", "description", "class", "kind", "category", "schema", "timeout_seconds",
-    "when_to_use", "confirmation_required", "env_allow", "entry", "builtin",
+    "when_to_use", "confirmation_required", "env_allow", "entry", "builtin", "credentials",
 )  # fmt: skip
 
 
-def definition_of(skill: Skill) -> dict[str, Any]:
-    """What one of this host's skills is, as announced (its record without the hash)."""
+def definition_of(skill: Skill, credentials: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """What one of this host's skills is, as announced (its record without the hash);
+    ``credentials``: the name of the credential bound to each of its slots on this host (names
+    only: the hash covers them, so a rebind is another definition)."""
     target = skill.target
     builtin = skill.builtin
     return {
@@ -69,6 +72,7 @@ def definition_of(skill: Skill) -> dict[str, Any]:
         "env_allow": list(target.env_allow) if target else None,
         "entry": target.content_digest() if target else None,
         "builtin": f"{builtin.__module__}.{builtin.__qualname__}" if builtin else None,
+        "credentials": dict(sorted(credentials.items())) if credentials else None,
     }
 
 
@@ -79,9 +83,9 @@ def hash_of(definition: Mapping[str, Any]) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()
 
 
-def definition_hash(skill: Skill) -> str:
+def definition_hash(skill: Skill, credentials: Mapping[str, str] | None = None) -> str:
     """The fleet definition hash of one of this host's skills (see the module docstring)."""
-    return hash_of(definition_of(skill))
+    return hash_of(definition_of(skill, credentials))
 
 
 def hosted(skills: Iterable[Skill]) -> list[Skill]:
@@ -92,8 +96,8 @@ def hosted(skills: Iterable[Skill]) -> list[Skill]:
     )
 
 
-def record_of(skill: Skill) -> dict[str, Any]:
-    definition = definition_of(skill)
+def record_of(skill: Skill, credentials: Mapping[str, str] | None = None) -> dict[str, Any]:
+    definition = definition_of(skill, credentials)
     return {"name": skill.name, "definition_hash": hash_of(definition), **definition}
 
 
@@ -116,6 +120,8 @@ class SkillRecord:
     timeout_seconds: int
     when_to_use: str | None
     confirmation_required: bool
+    #: Slot -> the name of the credential the host binds to it (never a value).
+    credentials: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(slots=True)
@@ -214,6 +220,16 @@ def _record(item: dict[str, Any], name: str, digest: str) -> SkillRecord:
     if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout <= 0:
         raise BadEntry(f"skill {name}: timeout_seconds must be a positive integer")
     when = item.get("when_to_use")
+    names = item.get("credentials") or {}
+    if (
+        not isinstance(names, dict)
+        or len(names) > MAX_SLOTS
+        or not all(
+            isinstance(k, str) and isinstance(v, str) and len(k) <= 64 and len(v) <= 64
+            for k, v in names.items()
+        )
+    ):
+        raise BadEntry(f"skill {name}: credentials must map slot names to credential names")
     try:
         recomputed = hash_of(item)
     except (TypeError, ValueError, RecursionError):
@@ -231,6 +247,7 @@ def _record(item: dict[str, Any], name: str, digest: str) -> SkillRecord:
         timeout_seconds=timeout,
         when_to_use=when[:MAX_TEXT] if isinstance(when, str) else None,
         confirmation_required=item.get("confirmation_required") is True,
+        credentials=tuple(sorted(names.items())),
     )
 
 

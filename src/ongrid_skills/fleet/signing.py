@@ -21,7 +21,7 @@ import json
 import os
 import secrets
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from cryptography.exceptions import InvalidSignature
@@ -65,6 +65,8 @@ class Call:
     issued_at: float
     expires_at: float
     reply: str  # the subject prefix the worker sends the call's events under
+    #: Slot -> the credential the host must give the call (names only; never a value).
+    credentials: dict[str, str] = field(default_factory=dict)
 
     def encode(self) -> bytes:
         return json.dumps(asdict(self), ensure_ascii=False, separators=(",", ":")).encode()
@@ -155,6 +157,11 @@ def _parse(body: bytes) -> Call:
         raise Refused("malformed", "a signed message with fields of the wrong type")
     if not isinstance(call.skill_class, str) or type(call.signatures) is not int:
         raise Refused("malformed", "a signed message without the skill's class and signatures")
+    names = call.credentials
+    if not isinstance(names, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in names.items()
+    ):
+        raise Refused("malformed", "a signed message whose credentials are not names")
     if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in numbers):
         raise Refused("malformed", "a signed message with times that are not numbers")
     return call

@@ -49,7 +49,8 @@ from nats.js.api import AckPolicy, ConsumerConfig
 from nats.js.kv import KeyValue
 
 from ongrid_skills.builtins.base import Reach
-from ongrid_skills.execution.pipeline import run_skill
+from ongrid_skills.execution.grant import Grants
+from ongrid_skills.execution.pipeline import grant_for, run_skill
 from ongrid_skills.execution.records import ErrorInfo, Event, Execution, Status
 from ongrid_skills.execution.runner import Runner
 from ongrid_skills.fleet import bus
@@ -61,7 +62,7 @@ from ongrid_skills.fleet.wire import Sender
 from ongrid_skills.governance.policy import signatures_for
 from ongrid_skills.packs.keys import SigningKey, TrustedKeys
 from ongrid_skills.settings import Settings
-from ongrid_skills.skills.model import SCOPE_HOST
+from ongrid_skills.skills.model import SCOPE_HOST, Skill
 from ongrid_skills.skills.registry import RegistryHolder
 
 LOG = logging.getLogger("ongrid_skills.worker")
@@ -79,6 +80,8 @@ class Worker:
     runner: Runner
     ledger: Ledger
     key: SigningKey  # this worker's own: it signs the inventory
+    #: The credentials of this host (its own data dir's store; SPEC §18): never the manager's.
+    credentials: Grants | None = None
     host: str = field(default_factory=socket.gethostname)
     labels: dict[str, str] = field(default_factory=dict)
     instance: str = field(default_factory=lambda: uuid.uuid4().hex)
@@ -205,7 +208,23 @@ class Worker:
 
     # ---- inventory -------------------------------------------------------------------------
     def _records(self) -> list[dict[str, Any]]:
-        return [record_of(s) for s in hosted(self.holder.current.skills.values())]
+        records = []
+        for skill in hosted(self.holder.current.skills.values()):
+            names = self._bound(skill)
+            if names is not None:  # a skill with an unbound slot is not offered from this host
+                records.append(record_of(skill, names))
+        return records
+
+    def _bound(self, skill: Skill) -> dict[str, str] | None:
+        """Slot -> the credential this host binds to it; None while a slot is unbound (or no
+        credential store is open for a skill that needs one)."""
+        if not skill.credentials:
+            return {}
+        if self.credentials is None:
+            return None
+        bound = self.credentials.names(skill)
+        names = {slot: name for slot, name in bound.items() if name}
+        return names if len(names) == len(bound) else None
 
     async def _announce(self) -> None:
         records = self._records()
@@ -338,7 +357,16 @@ class Worker:
         if skill is None or skill.scope != SCOPE_HOST or not skill.available:
             _fail(execution, "unknown_skill", f"host {self.host} has no host skill {call.skill}")
             return False
-        if definition_hash(skill) != call.definition_hash:
+        names = self._bound(skill)
+        if names is None:
+            _fail(execution, "credential_missing", f"{call.skill} on host {self.host} has a "
+                  "credential slot with nothing bound: not run")  # fmt: skip
+            return False
+        if names != call.credentials:
+            _fail(execution, "credentials_changed", f"{call.skill} on host {self.host} binds "
+                  "other credentials than the call was admitted with: not run")  # fmt: skip
+            return False
+        if definition_hash(skill, names) != call.definition_hash:
             _fail(
                 execution,
                 "definition_changed",
@@ -365,10 +393,17 @@ class Worker:
             execution.status, execution.finished_at = Status.INVALID_ARGS, time.time()
             return False
         async with self.slots:
-            await run_skill(
-                skill, execution, sender.event, self.runner,
-                registry=registry, reach=self.reach,
-            )  # fmt: skip
+            grant = await grant_for(skill, execution, self.credentials)  # read now, on this host
+            if skill.credentials and grant is None:
+                return False
+            try:
+                await run_skill(
+                    skill, execution, sender.event, self.runner,
+                    registry=registry, reach=self.reach, grant=grant,
+                )  # fmt: skip
+            finally:
+                if self.credentials is not None:
+                    self.credentials.release(grant)
         return True
 
 

@@ -68,6 +68,9 @@ def message(event: ApprovalEvent, public_url: str) -> dict[str, Any]:
     ]
     if approval.status == "pending":
         fields.append(("Expires", _utc(approval.expires_at)))
+    if approval.credentials:  # names only: which stored credential each slot will use
+        names = ", ".join(f"{slot}={name}" for slot, name in sorted(approval.credentials.items()))
+        fields.append(("Credentials", _mrkdwn(names)))
     preview, digest = args_preview(approval.args), args_digest(approval.args)[:16]
     fields.append(("Args", f"`{_code(preview)}`\nsha256 {digest}"))
     if event.note:

@@ -12,6 +12,7 @@ import jsonschema_rs
 
 from ongrid_skills.errors import Violation
 from ongrid_skills.paths import Fingerprint, content_digest, fingerprint
+from ongrid_skills.skills.credential_slots import CredentialSlot
 from ongrid_skills.skills.schemas import EMPTY_OBJECT_SCHEMA, validate_args, validator_for
 from ongrid_skills.types import DEFAULT_TIMEOUT_SECONDS, SkillClass
 
@@ -60,6 +61,8 @@ class Placement:
     definition_hash: str
     hosts: tuple[str, ...]
     variants: tuple[tuple[str, tuple[str, ...]], ...]
+    #: Slot -> credential name the offered definition's hosts bind (names only, SPEC §18).
+    credentials: tuple[tuple[str, str], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -126,6 +129,8 @@ class Skill:
     base_dir: str | None = None
     scope: str = SCOPE_MANAGER
     placement: Placement | None = None  # set on the manager for skills edge workers announce
+    # The credentials it needs (SPEC §18): slots an admin binds a stored credential to.
+    credentials: tuple[CredentialSlot, ...] = ()
     _validator: jsonschema_rs.Validator | None = None
     _load_hash: str | None = None
 
@@ -142,7 +147,7 @@ class Skill:
         """
         if self._load_hash is None:
             target = self.target
-            body = {
+            body: dict[str, Any] = {
                 "name": self.name,
                 "class": self.skill_class.value,
                 "schema": self.schema,
@@ -157,6 +162,8 @@ class Skill:
             }
             if self.scope != SCOPE_MANAGER:  # absent for the default: older hashes still hold
                 body["scope"] = self.scope
+            if self.credentials:  # likewise: a skill without slots keeps its hash
+                body["credentials"] = [slot.to_dict() for slot in self.credentials]
             raw = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
             self._load_hash = hashlib.sha256(raw).hexdigest()
         return self._load_hash
@@ -191,6 +198,9 @@ class Skill:
             "when_to_use": self.when_to_use,
             "extra": self.extra,
             "scope": self.scope,
+            **(
+                {"credentials": [s.to_dict() for s in self.credentials]} if self.credentials else {}
+            ),
             **({"placement": self.placement.to_dict()} if self.placement else {}),
         }
 

@@ -29,6 +29,7 @@ from ongrid_skills.paths import (
     fingerprint,
     read_regular,
 )
+from ongrid_skills.skills.credential_slots import SlotError, parse_slots
 from ongrid_skills.skills.model import SCOPE_MANAGER, Skill, SpawnTarget, parse_scope, scope_problem
 from ongrid_skills.skills.schemas import (
     EMPTY_OBJECT_SCHEMA,
@@ -54,6 +55,7 @@ KNOWN_FIELDS = (
     "class",
     "category",
     "scope",
+    "credentials",
 )
 
 
@@ -299,6 +301,11 @@ def build_skill(
     if problem is not None:
         raise fail(problem, "scope")
 
+    try:
+        credentials = parse_slots(obj.get("credentials"), tuple(env_allow))
+    except SlotError as exc:
+        raise fail(str(exc), "credentials") from None
+
     target, print_ = _resolve_entry(entry, loc, fail)
     return Skill(
         name=name,
@@ -311,6 +318,7 @@ def build_skill(
         timeout_seconds=timeout or default_timeout,
         origin=loc.path,
         scope=scope,
+        credentials=credentials,
         target=SpawnTarget(
             entry=target,
             root=loc.root,

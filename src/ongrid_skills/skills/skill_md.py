@@ -32,6 +32,7 @@ from typing import Any
 from ongrid_skills.errors import ManifestError
 from ongrid_skills.paths import ENV_NAME_RE, check_entry
 from ongrid_skills.skills.aliases import aliases_of
+from ongrid_skills.skills.credential_slots import SlotError, parse_slots
 from ongrid_skills.skills.declared import cap_extra, cap_text
 from ongrid_skills.skills.frontmatter import parse_frontmatter, read_text
 from ongrid_skills.skills.impls import resolve
@@ -135,6 +136,8 @@ def load_skill_md(
     activation, keywords = _activation(meta, metadata, fail, name, doc)
     scope = _scope(metadata, fail, name)
     problem = ongrid_unmet(metadata, config, fail, name)
+    requires = metadata.get("requires")
+    declared_slots = requires.get("credentials") if isinstance(requires, dict) else None
     claw = openclaw_block(metadata)
     if problem is None and claw is not None:
         problem = openclaw_unmet(*claw, config, doc.warnings)
@@ -172,6 +175,13 @@ def load_skill_md(
         "scope": scope,
     }
     if tools is None or tools == []:
+        if declared_slots:
+            raise fail(
+                "metadata.requires.credentials needs a tool that runs (exec:): an instructions "
+                "skill has no process to give a credential to",
+                "metadata",
+                name,
+            )
         problem_scope = scope_problem(scope, EMPTY_OBJECT_SCHEMA, "instructions")
         if problem_scope is not None:
             raise fail(problem_scope, "metadata", name)
@@ -207,6 +217,7 @@ def load_skill_md(
                 fail,
                 common,
                 doc,
+                declared_slots,
             )
         )
     for tool_skill in doc.skills:
@@ -283,6 +294,7 @@ def _tool(
     fail: Any,
     common: dict[str, Any],
     doc: SkillDoc,
+    declared_slots: Any = None,
 ) -> Skill:
     where = f"tools[{index}]"
     if not isinstance(tool, dict):
@@ -330,6 +342,13 @@ def _tool(
             raise fail(f"{where}: {issue}", "tools", tname)
         skill.schema = declared
     if kind == "builtin":
+        if declared_slots:
+            raise fail(
+                f"{where}: metadata.requires.credentials needs an exec: tool; a builtin: runs "
+                "in the manager's process, where no credential is injected",
+                "tools",
+                tname,
+            )
         fn, reason = resolve(target_name)
         if fn is None:
             skill.available, skill.unavailable_reason = False, reason
@@ -360,6 +379,10 @@ def _tool(
             fingerprint=check.fingerprint,
             confine=folder,
         )
+        try:
+            skill.credentials = parse_slots(declared_slots, tuple(env_allow))
+        except SlotError as exc:
+            raise fail(f"metadata.requires.credentials: {exc}", "metadata", tname) from None
     else:
         raise fail(f"{where}.impl kind {kind!r} is not builtin or exec", "tools", tname)
     issue = scope_problem(skill.scope, skill.schema, skill.kind)

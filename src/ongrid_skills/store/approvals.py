@@ -61,6 +61,7 @@ class Approval:
     decided_at: float | None = None
     signatures: list[Signature] = field(default_factory=list)
     requested_role: str | None = None  # the requester's role when they asked
+    credentials: dict[str, str] | None = None  # slot -> credential name the call will use
 
     @property
     def approvals(self) -> list[Signature]:
@@ -86,6 +87,7 @@ class Approval:
             "created_at": iso(self.created_at),
             "expires_at": iso(self.expires_at),
             "decided_at": iso(self.decided_at),
+            **({"credentials": self.credentials} if self.credentials else {}),
         }
 
 
@@ -113,6 +115,7 @@ class ApprovalRepo:
                 created_at=approval.created_at,
                 expires_at=approval.expires_at,
                 decided_at=approval.decided_at,
+                credentials=approval.credentials,
             )
         )
 
@@ -236,4 +239,5 @@ def _from_row(row: Any) -> Approval:
         expires_at=row["expires_at"],
         decided_at=row["decided_at"],
         requested_role=row["requested_role"],
+        credentials=row["credentials"],
     )

@@ -17,7 +17,7 @@ import secrets
 from typing import Any
 
 from ongrid_skills.errors import ConfigError
-from ongrid_skills.paths import ExposedKeyFile, NotRegularFile, read_regular
+from ongrid_skills.paths import ExposedKeyFile, NotRegularFile, create_private_file, read_regular
 
 KEY_BYTES = 32
 DEFAULT_KEY_NAME = "audit.key"
@@ -89,18 +89,5 @@ def _read_key(path: str) -> bytes:
 
 
 def _create_key(path: str) -> None:
-    """Write a new key atomically: a process racing us reads either no file or the whole key."""
-    os.makedirs(os.path.dirname(path) or ".", mode=0o700, exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        os.write(fd, secrets.token_hex(KEY_BYTES).encode() + b"\n")
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    try:
-        os.link(tmp, path)  # fails when another process created the key first: use theirs
-    except FileExistsError:
-        pass
-    finally:
-        os.unlink(tmp)
+    """Write a new key atomically (another process creating it first wins: its key is used)."""
+    create_private_file(path, secrets.token_hex(KEY_BYTES).encode() + b"\n")

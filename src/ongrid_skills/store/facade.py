@@ -17,6 +17,7 @@ from sqlalchemy import Connection
 from ongrid_skills.store.approvals import ApprovalRepo
 from ongrid_skills.store.audit import AuditLog, open_audit
 from ongrid_skills.store.connection import Database, open_database
+from ongrid_skills.store.credentials import CredentialRepo
 from ongrid_skills.store.executions import ExecutionRepo
 from ongrid_skills.store.leases import LeaseRepo
 from ongrid_skills.store.sessions import SessionRepo
@@ -28,7 +29,8 @@ if TYPE_CHECKING:
 
 class Store:
     """The repositories over one :class:`Database`: ``executions``, ``approvals``, ``audit``,
-    ``tokens``, ``sessions``, ``leases``; ``tx()`` and ``read()`` are the database's."""
+    ``tokens``, ``sessions``, ``leases``, ``credentials``; ``tx()`` and ``read()`` are the
+    database's."""
 
     def __init__(self, db: Database, audit: AuditLog) -> None:
         self.db = db
@@ -40,6 +42,7 @@ class Store:
         self.tokens = TokenRepo(db, self.audit)
         self.sessions = SessionRepo(db, self.audit)
         self.leases = LeaseRepo(db)
+        self.credentials = CredentialRepo(db, self.audit)
 
     @contextmanager
     def tx(self) -> Iterator[Connection]:

@@ -82,6 +82,9 @@ class ApprovalRow(Base):
     created_at: Mapped[float] = mapped_column(Float)
     expires_at: Mapped[float] = mapped_column(Float)
     decided_at: Mapped[float | None] = mapped_column(Float)
+    # The credentials the call will use, slot -> credential name (migration 0008); a request
+    # is void once one of them is rebound.
+    credentials: Mapped[Any] = mapped_column(JSON, nullable=True)
 
 
 class SignatureRow(Base):
@@ -267,6 +270,34 @@ class PackChangeRow(Base):
     source: Mapped[str | None] = mapped_column(Text)
     signer: Mapped[str | None] = mapped_column(String(64))
     trust: Mapped[str | None] = mapped_column(String(16))
+
+
+class CredentialRow(Base):
+    """A named credential (migration 0008): its fields, each a sealed value (AES-GCM, the key
+    outside the database) or a reference read at call time; never a value in clear."""
+
+    __tablename__ = "credentials"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    fields: Mapped[Any] = mapped_column(JSON)
+    created_by: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[float] = mapped_column(Float)
+    rotated_by: Mapped[str | None] = mapped_column(String(128))
+    rotated_at: Mapped[float | None] = mapped_column(Float)
+    last_used_at: Mapped[float | None] = mapped_column(Float)
+
+
+class CredentialBindingRow(Base):
+    """A credential bound to a slot: of one skill, or of every skill of one pack (migration
+    0008). ``target`` is ``skill:<name>`` or ``pack:<id>``; one binding per target and slot."""
+
+    __tablename__ = "credential_bindings"
+
+    target: Mapped[str] = mapped_column(String(80), primary_key=True)
+    slot: Mapped[str] = mapped_column(String(64), primary_key=True)
+    credential: Mapped[str] = mapped_column(String(64), ForeignKey("credentials.name"), index=True)
+    bound_by: Mapped[str] = mapped_column(String(128))
+    bound_at: Mapped[float] = mapped_column(Float)
 
 
 Index("ix_executions_status_created", ExecutionRow.status, ExecutionRow.created_at)

@@ -23,6 +23,7 @@ from ongrid_skills.doors.cli import args as cli_args
 from ongrid_skills.doors.cli import chat as cli_agent
 from ongrid_skills.doors.cli import completion, output, remote_run
 from ongrid_skills.doors.cli import config_command as cli_config
+from ongrid_skills.doors.cli import credentials as cli_credentials
 from ongrid_skills.doors.cli import mcp as cli_mcp
 from ongrid_skills.doors.cli import pack as cli_pack
 from ongrid_skills.doors.cli import pack_install as cli_pack_install
@@ -40,6 +41,7 @@ from ongrid_skills.doors.cli.local_audit import LocalTrace
 from ongrid_skills.doors.cli.options import GlobalGroup, add_anywhere
 from ongrid_skills.errors import (
     ApprovalRequired,
+    CredentialMissing,
     Denied,
     InvalidArgs,
     InvalidRequest,
@@ -65,6 +67,7 @@ ERROR_EXIT = {
     "not_found": EXIT_USAGE,
     "denied": EXIT_DENIED,
     "approval_required": EXIT_DENIED,
+    "credential_missing": EXIT_DENIED,
 }
 
 AUDIT = logging.getLogger("ongrid_skills.audit")
@@ -253,6 +256,8 @@ def run(
             os.getpid(),
         )
     trace = LocalTrace(obj, registry.skills.get(name), args, persona, dangerous)
+    found = registry.skills.get(name)
+    grants = cli_credentials.local_store(obj) if found is not None and found.credentials else None
     try:
         with output.RunView(name) as view:
 
@@ -272,6 +277,7 @@ def run(
                     allow_dangerous=dangerous,
                     requested_by=f"cli:{local_user()}",
                     reach=reach,
+                    grants=grants,
                 )
             )
     except KeyboardInterrupt:
@@ -283,7 +289,7 @@ def run(
         fail(
             ApprovalRequired(f"{exc.message}: {hint}", signatures_required=needed), as_json=as_json
         )
-    except (Denied, InvalidArgs, NotFound) as exc:
+    except (Denied, InvalidArgs, NotFound, CredentialMissing) as exc:
         fail(exc, as_json=as_json)
     trace.finish(execution)
     output.print_execution(execution, as_json=as_json, raw=raw_result)
@@ -391,6 +397,7 @@ cli_agent.register(cli)
 cli_pack_install.register(cli_pack.register(cli))
 cli_config.register(cli)
 cli_worker.register(cli)
+cli_credentials.register(cli)
 
 
 def main(argv: list[str] | None = None) -> Any:

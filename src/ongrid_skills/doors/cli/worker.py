@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import os
 import signal
 import socket
 from typing import Any
@@ -123,7 +124,11 @@ async def _work(
     holder = RegistryHolder(registry_builder(settings, sink))
     ledger = Ledger(settings.data_dir)
     runner = SubprocessRunner(groups_dir=groups)
-    agent = Worker(settings, holder, trusted, runner, ledger, key, host=host, labels=labels)
+    store, credentials = _credentials(settings)
+    agent = Worker(
+        settings, holder, trusted, runner, ledger, key, host=host, labels=labels,
+        credentials=credentials,
+    )  # fmt: skip
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, agent.stop)
@@ -138,6 +143,23 @@ async def _work(
     finally:
         runner.close()
         ledger.close()
+        if store is not None:
+            store.close()
+
+
+def _credentials(settings: Any) -> tuple[Any, Any]:
+    """The host's own credential store (``ongrid-skills credentials …`` run against this data
+    dir), when one was made: (store, credentials), else (None, None). Folders of calls cut by
+    a crash are removed here."""
+    from ongrid_skills.credentials.service import open_credentials  # noqa: PLC0415
+    from ongrid_skills.store import open_store  # noqa: PLC0415
+
+    if not os.path.exists(os.path.join(settings.data_dir, "ongrid.db")):
+        return None, None
+    store = open_store(settings.data_dir, None)  # this host's own, never a shared database
+    credentials = open_credentials(settings, store.credentials)
+    credentials.sweep()
+    return store, credentials
 
 
 @click.group(invoke_without_command=True)

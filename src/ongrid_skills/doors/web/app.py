@@ -14,6 +14,7 @@ from starlette.routing import Route
 from ongrid_skills.doors.web import (
     agent_runs,
     approvals,
+    credentials,
     errors,
     execution_page,
     history,
@@ -60,4 +61,5 @@ def build_web_app(settings: Settings) -> FastAPI:
     app.include_router(run.router)
     app.include_router(execution_page.router)
     app.include_router(packs.router)
+    app.include_router(credentials.router)
     return app

@@ -24,8 +24,10 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 from starlette.responses import Response
 
 from ongrid_skills.doors.pack_changes import install_upload, packs_of, settle
+from ongrid_skills.doors.web.credential_views import PackSlot, pack_slots
 from ongrid_skills.doors.web.forms import CheckedForm, CheckedUpload, Form
 from ongrid_skills.doors.web.pack_views import (
+    Market,
     done,
     read_market,
     refusal,
@@ -70,6 +72,7 @@ async def packs_page(
     """The page, with a change's notice or a refusal on top."""
     market = await asyncio.to_thread(read_market, packs, query)
     refused = refusal(error) if error is not None else None
+    slots, names = await asyncio.to_thread(binders, request, market)
     return render(
         request,
         "packs.html",
@@ -81,7 +84,23 @@ async def packs_page(
         refused=refused,
         short_digest=short_digest,
         shown_time=shown_time,
+        pack_slots=slots,
+        credential_names=names,
     )
+
+
+def binders(request: Request, market: Market) -> tuple[dict[str, list[PackSlot]], list[str]]:
+    """The credential slots each installed pack's skills declare (with the pack's bindings),
+    and the names of the stored credentials to choose from (blocking: reads the store)."""
+    manager = manager_of(request)
+    bindings = manager.credentials.bindings(fresh=True)
+    registry = manager.registry
+    slots = {
+        pack["id"]: pack_slots(registry, pack["id"], list(pack.get("skills") or ()), bindings)
+        for pack in market.installed
+    }
+    names = [c.name for c in manager.credentials.all()] if any(slots.values()) else []
+    return slots, names
 
 
 async def change(

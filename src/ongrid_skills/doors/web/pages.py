@@ -17,6 +17,7 @@ from fastapi import APIRouter, Query, Request
 from starlette.responses import RedirectResponse, Response
 
 from ongrid_skills.doors.web.catalogue import CatalogueQuery, catalogue_page
+from ongrid_skills.doors.web.credential_views import slot_views
 from ongrid_skills.doors.web.forms import CheckedForm
 from ongrid_skills.doors.web.hosts import offers_of
 from ongrid_skills.doors.web.run import run_blocker
@@ -65,6 +66,9 @@ async def skill_page(request: Request, name: str, session: Session) -> Response:
     manager = manager_of(request)
     skill = manager.registry.resolve(name)
     executions, _cursor = manager.store.executions.page(skill=skill.name, limit=RECENT_EXECUTIONS)
+    admin = has_role(session.principal, Role.ADMIN)
+    slots = slot_views(skill, manager.credentials.bindings(fresh=True)) if skill.credentials else []
+    names = [c.name for c in manager.credentials.all()] if slots and admin else []
     return render(
         request,
         "skill.html",
@@ -78,6 +82,9 @@ async def skill_page(request: Request, name: str, session: Session) -> Response:
         executions=executions,
         run_blocker=run_blocker(skill, session),
         offers=offers_of(manager, skill),
+        slots=slots,
+        credential_names=names,
+        may_bind=admin,
     )
 
 

@@ -100,6 +100,28 @@ def tokens_table(rows: Iterable[Mapping[str, Any]]) -> Table:
     return table
 
 
+def credentials_table(rows: Iterable[Mapping[str, Any]]) -> Table:
+    """Credentials: names, field kinds and bindings (no list row ever holds a value)."""
+    table = Table(
+        [
+            Column("NAME", key=True),
+            Column("FIELDS"),
+            Column("BOUND TO"),
+            Column("CHANGED"),
+            Column("LAST USED"),
+        ]
+    )
+    for row in rows:
+        fields = ", ".join(f"{name} ({kind})" for name, kind in row["fields"].items())
+        bound = ", ".join(
+            f"{b.get('skill') or 'pack ' + str(b.get('pack'))}/{b['slot']}" for b in row["bindings"]
+        )
+        changed = row["rotated_at"] or row["created_at"]
+        used = row["last_used_at"] or Styled("never", "dim")
+        table.rows.append([row["name"], fields, bound or Styled("nothing", "dim"), changed, used])
+    return table
+
+
 def audit_table(entries: Iterable[Mapping[str, Any]], when: Any) -> Table:
     """``when`` turns an entry's ``ts`` into the time shown (the store's ISO format)."""
     table = Table(
@@ -136,8 +158,10 @@ def approvals_table(items: Iterable[Mapping[str, Any]]) -> Table:
         signed = f"{a['signatures_collected']}/{a['signatures_required']}"
         args = one_line(_compact(a["args"]), 160)
         by = a["requested_by"] or "-"
+        names = ", ".join(f"{slot}={name}" for slot, name in (a.get("credentials") or {}).items())
+        skill = f"{a['skill']} [{names}]" if names else a["skill"]  # credential names, no value
         table.rows.append(
-            [a["id"], status(a["status"]), a["skill"], badge(a["class"]), signed, by, args]
+            [a["id"], status(a["status"]), skill, badge(a["class"]), signed, by, args]
         )
     return table
 
@@ -197,6 +221,17 @@ def skill_fields(skill: Skill) -> list[tuple[str, Cell]]:
     fields.append(("manifest", skill.origin))
     if skill.base_dir is not None:
         fields.append(("folder", skill.base_dir))
+    for slot in skill.credentials:  # what it needs, never a value (bindings: credentials list)
+        inject = [
+            *(name for name, _ in slot.env),
+            *(f"$CREDENTIALS_DIRECTORY/{f.path}" for f in slot.files),
+        ]
+        fields.append(
+            (
+                "credential",
+                f"{slot.slot} ({slot.label}): {', '.join(slot.fields)} → {', '.join(inject)}",
+            )
+        )
     if skill.aliases:
         fields.append(("aliases", ", ".join(skill.aliases)))
     if skill.when_to_use:
