@@ -219,6 +219,8 @@ class Manager:
                 return found[0]
         decision = admit(skill, who, role=principal.role, confirmed=confirm and principal.human)
         execution = Execution(skill=name, args=args, persona=persona, requested_by=principal.name)
+        admitted = self.credential_names(skill)  # the credentials the call is admitted with
+        execution.credentials = {k: v for k, v in admitted.items() if v} or None
         if decision.action == "deny":
             self._refuse(execution, skill, Status.DENIED, ErrorInfo("denied", decision.reason))
             raise Denied(decision.reason)
@@ -262,7 +264,7 @@ class Manager:
                     "args": args,
                     "persona": persona,
                     "class": skill.skill_class.value,
-                    **({"credentials": names} if (names := self.credential_names(skill)) else {}),
+                    **({"credentials": execution.credentials} if execution.credentials else {}),
                 },
             )
         task = self.start(execution, skill, on_event)
