@@ -144,6 +144,9 @@ class AgentService:
             raise Conflict(f"agent run {run_id} is {record.status.value}: wait for its end")
         run = self.live.get(run_id) or self.restore(record)
         run.confirm, run.human = confirm, principal
+        # On a shared database the run is this replica's from now on (written by begin()), so
+        # that no other replica takes it for an orphan of the one that drove it before.
+        run.record.replica_id = self.m.replica_id
         self.drive(run, message)
         return run
 
