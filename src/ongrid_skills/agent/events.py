@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from ongrid_skills.agent.transcript import ToolCall
 from ongrid_skills.execution.records import Event
@@ -180,8 +180,7 @@ def from_event(event: Event) -> RunEvent:
         return ToolStarted(d["call_id"], d["tool"], d.get("args"), ts=ts)
     if kind in TOOL_OUTPUT_KINDS:
         rest = {k: v for k, v in d.items() if k not in ("call_id", "tool")}
-        output: ToolOutputKind = kind  # type: ignore[assignment]
-        return ToolOutput(output, d["call_id"], d["tool"], rest, ts=ts)
+        return ToolOutput(cast(ToolOutputKind, kind), d["call_id"], d["tool"], rest, ts=ts)
     if kind == "approval_pending":
         return ApprovalPending(
             d["call_id"],

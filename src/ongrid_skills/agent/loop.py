@@ -25,9 +25,16 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
-from ongrid_skills.agent.events import TOOL_OUTPUT_KINDS, RunEvent, Said, ToolOutput, ToolStarted
+from ongrid_skills.agent.events import (
+    TOOL_OUTPUT_KINDS,
+    RunEvent,
+    Said,
+    ToolOutput,
+    ToolOutputKind,
+    ToolStarted,
+)
 from ongrid_skills.agent.prompt import system_prompt
 from ongrid_skills.agent.providers import Provider, ProviderConfig, ProviderError, ProviderFactory
 from ongrid_skills.agent.record import RunRecorder
@@ -311,7 +318,7 @@ class AgentRun:
     def _forwarder(self, call: ToolCall) -> Callable[[Event], None]:
         def forward(event: Event) -> None:
             if event.type in TOOL_OUTPUT_KINDS:
-                kind: Any = event.type
+                kind = cast(ToolOutputKind, event.type)
                 self.rec.emit(ToolOutput(kind, call.id, call.name, dict(event.data)))
 
         return forward
