@@ -7,7 +7,8 @@ the manager's ``registry`` is :meth:`StoredPersonas.overlay` of the files' regis
 
 - **Files win.** A persona of a file, a pack or the bundled ones is read-only here: creating a
   stored one of its name, or editing or deleting it, is a Conflict naming where it comes from.
-  A file added later with a stored persona's name hides that one (it is listed as shadowed).
+  A file added later with a stored persona's name hides that one (it is listed as shadowed, and
+  may still be deleted).
 - **Replicas.** Every change writes a new *generation* (a random value in the store, in the
   change's transaction). A process reads it at most every :data:`GENERATION_TTL_SECONDS` when
   its registry is read, and reloads the stored personas only when it changed; the runtime's
@@ -94,8 +95,13 @@ class StoredPersonas:
         return persona
 
     def delete(self, name: str, actor: str) -> None:
-        self._writable(name, creating=False)
-        self.records.delete(name, actor)
+        """Delete a stored persona, a shadowed one included (a file's persona of its name
+        stays); Conflict for a file or bundled persona with no stored one behind it."""
+        try:
+            self.records.delete(name, actor)
+        except NotFound:
+            self._writable(name, creating=False)  # a file or bundled persona: say so
+            raise
         self.refresh(force=True)
 
     def _writable(self, name: str, *, creating: bool) -> None:
@@ -127,7 +133,6 @@ class StoredPersonas:
             return True
 
     def _build(self, rows: list[StoredPersona]) -> tuple[dict[str, Persona], list[Entry]]:
-        files = self.files().personas
         personas: dict[str, Persona] = {}
         entries = []
         for row in rows:
@@ -136,11 +141,6 @@ class StoredPersonas:
             except InvalidPersona as exc:  # written by another version's rules: left out
                 LOG.warning("stored persona %r is left out: %s", row.name, exc.message)
                 entries.append(Entry(row, None, exc.message))
-                continue
-            shadow = files.get(row.name)
-            if shadow is not None:
-                LOG.warning("stored persona %r is hidden by %s", row.name, shadow.origin)
-                entries.append(Entry(row, persona, shadowed_by=shadow.origin))
                 continue
             personas[row.name] = persona
             entries.append(Entry(row, persona))
@@ -152,9 +152,17 @@ class StoredPersonas:
         return self._loaded[0]
 
     def entries(self) -> list[Entry]:
-        """Every stored persona, by name (built, refused or shadowed), read afresh."""
+        """Every stored persona, by name (built, refused or shadowed by a file's), read afresh."""
         self.refresh(force=True)
-        return sorted(self._loaded[2], key=lambda e: e.row.name)
+        files = self.files().personas
+        out = []
+        for entry in sorted(self._loaded[2], key=lambda e: e.row.name):
+            shadow = files.get(entry.row.name)
+            if shadow is None or entry.persona is None:
+                out.append(entry)
+            else:
+                out.append(Entry(entry.row, entry.persona, shadowed_by=shadow.origin))
+        return out
 
     def stored(self, name: str) -> Entry:
         """The stored persona ``name`` (NotFound when none is stored of that name)."""

@@ -180,3 +180,21 @@ def test_an_unknown_or_taken_name_and_a_rename_are_refused(server: Server) -> No
     assert "renamed by creating the new one" in renamed.json()["error"]["message"]
     no_name = {k: v for k, v in NIGHT.items() if k != "name"}
     assert server.call("PUT", "/v1/personas/night_watch", json=no_name).status_code == 200
+
+
+def test_a_file_persona_added_later_hides_the_stored_one_which_may_still_be_deleted(
+    server: Server, tmp_path: Path
+) -> None:
+    assert server.call("POST", "/v1/personas", json=NIGHT).status_code == 201
+    write_persona(tmp_path / "personas", "night_watch", "dual-sign-required")
+    assert server.call("POST", "/v1/reload").status_code == 200
+    shown = server.call("GET", "/v1/personas/night_watch", "vera").json()
+    assert (shown["source"], shown["permission_mode"]) == ("file", "dual-sign-required")
+    hidden = server.call("PUT", "/v1/personas/night_watch", json=NIGHT)
+    assert hidden.status_code == 409
+    assert "read-only" in hidden.json()["error"]["message"]
+    assert server.call("DELETE", "/v1/personas/night_watch").status_code == 204  # the stored one
+    assert server.call("GET", "/v1/personas/night_watch", "vera").json()["source"] == "file"
+    again = server.call("DELETE", "/v1/personas/night_watch")
+    assert again.status_code == 409
+    assert [e["subject"] for e in audit(server, "persona.deleted")] == ["night_watch"]

@@ -4,12 +4,14 @@ each change audited and in the registry at once, and what a user typed shown as 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 from tests.support.browser import Console, csrf_of
+from tests.support.skills import write_persona
 
 FIELDS = {
     "name": "night_watch",
@@ -120,3 +122,26 @@ def test_an_admin_edits_and_deletes_a_stored_persona_and_a_forged_post_is_refuse
         "persona.created",
     ]
     assert {e["actor"] for e in newest} == {"admin"}
+
+
+def test_a_stored_persona_hidden_by_a_later_file_is_listed_and_may_be_deleted(
+    console: Console,
+) -> None:
+    document = {"name": "late_file", "description": "d", "when_to_use": "w"}
+    console.manager.personas.create(document, "admin")
+    folder = Path(console.settings.persona_dirs[0])
+    path = write_persona(folder, "late_file", "read-only")
+    try:
+        assert console.rest("POST", "/v1/reload").status_code == 200
+        with console.logged_in("admin") as client:
+            listing = client.get("/personas").text
+            assert "Stored personas not in use" in listing
+            assert "hidden by the file persona of the same name" in listing
+            assert client.get("/personas/late_file/delete").status_code == 200
+            deleted = post(client, "/personas/late_file/delete", {"confirmed": "yes"})
+            assert deleted.status_code == 303
+            assert "Stored personas not in use" not in client.get("/personas").text
+        assert console.manager.registry.persona("late_file").origin == str(path)
+    finally:
+        path.unlink()
+        assert console.rest("POST", "/v1/reload").status_code == 200

@@ -26,7 +26,7 @@ from ongrid_skills.doors.statuses import STATUS_BY_CODE
 from ongrid_skills.doors.web.forms import CheckedForm, Form
 from ongrid_skills.doors.web.sessions import Session, manager_of
 from ongrid_skills.doors.web.templates import render
-from ongrid_skills.errors import Conflict, InvalidPersona, InvalidRequest, SkillError
+from ongrid_skills.errors import Conflict, InvalidPersona, InvalidRequest, NotFound, SkillError
 from ongrid_skills.governance.gate import require_role
 from ongrid_skills.manager import Manager
 from ongrid_skills.skills.model import Skill
@@ -162,11 +162,15 @@ async def create_persona(
 
 
 def _stored_document(manager: Manager, name: str) -> dict[str, Any]:
-    """The stored persona's document; Conflict for a file or bundled one, NotFound else."""
-    found = manager.holder.current.personas.get(name)
-    if found is not None:
-        raise Conflict(f"the persona {name!r} is {source_of(found)}: read-only here")
-    entry = manager.personas.stored(name)
+    """The stored persona's document (a shadowed one's too); Conflict for a file or bundled
+    persona with no stored one behind it, NotFound else."""
+    try:
+        entry = manager.personas.stored(name)
+    except NotFound:
+        found = manager.holder.current.personas.get(name)
+        if found is not None:
+            raise Conflict(f"the persona {name!r} is {source_of(found)}: read-only here") from None
+        raise
     return document_of(entry.persona) if entry.persona is not None else entry.row.document
 
 
