@@ -198,3 +198,26 @@ def test_a_file_persona_added_later_hides_the_stored_one_which_may_still_be_dele
     again = server.call("DELETE", "/v1/personas/night_watch")
     assert again.status_code == 409
     assert [e["subject"] for e in audit(server, "persona.deleted")] == ["night_watch"]
+
+
+@pytest.mark.parametrize("change", ["stricter", "deleted"])
+def test_a_pending_request_made_as_a_stored_persona_is_void_once_it_no_longer_admits_it(
+    server: Server, change: str
+) -> None:
+    fixer = {**NIGHT, "permission_mode": "mutating-with-confirm"}
+    assert server.call("POST", "/v1/personas", json=fixer).status_code == 201
+    asked = server.call(
+        "POST", "/v1/skills/disk_clean/execute", "olga", json={"args": {}, "persona": "night_watch"}
+    )
+    assert asked.status_code == 202, asked.text
+    pending = asked.json()
+    if change == "stricter":
+        assert server.call("PUT", "/v1/personas/night_watch", json=NIGHT).status_code == 200
+    else:
+        assert server.call("DELETE", "/v1/personas/night_watch").status_code == 204
+    signed = server.call("POST", f"/v1/approvals/{pending['approval_id']}/approve", "oscar")
+    assert signed.status_code == 409, signed.text
+    approval = server.call("GET", f"/v1/approvals/{pending['approval_id']}").json()
+    assert approval["status"] == "void"
+    ended = server.call("GET", f"/v1/executions/{pending['id']}").json()
+    assert (ended["status"], ended["error"]["code"]) == ("rejected", "not_permitted")
