@@ -8,12 +8,17 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import create_engine, inspect, text
 
 from ongrid_skills.errors import Conflict, NotFound
 from ongrid_skills.skills.persona_doc import document_digest
 from ongrid_skills.skills.registry import Registry
 from ongrid_skills.skills.stored_personas import StoredPersonas
-from ongrid_skills.store import Store, open_store
+from ongrid_skills.store import Store, connection, open_store
+from ongrid_skills.store.connection import MIGRATIONS
+from ongrid_skills.store.personas import GENERATION_KEY as GEN
 from ongrid_skills.types import PermissionMode
 
 NIGHT = {
@@ -110,3 +115,25 @@ def test_another_process_sees_a_change_on_its_first_look_after_the_ttl(
     here.delete("night_watch", "alice")
     clock.now += 2.1
     assert "night_watch" not in there.overlay(files()).personas
+
+
+def test_migration_0009_goes_down_to_0008_and_up_again_on_both_engines(
+    tmp_path: Path, database_url: str | None
+) -> None:
+    data = tmp_path / "data"
+    with closing(open_store(str(data), database_url)) as store:
+        store.personas.create("night_watch", NIGHT, "alice")
+    engine = create_engine(connection.database_url(str(data), database_url))
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    try:
+        with engine.begin() as conn:
+            cfg.attributes["connection"] = conn
+            command.downgrade(cfg, "0008")
+            assert "personas" not in inspect(conn).get_table_names()
+            key = conn.execute(text("SELECT count(*) FROM settings WHERE key = :k"), {"k": GEN})
+            assert key.scalar() == 0
+    finally:
+        engine.dispose()
+    with closing(open_store(str(data), database_url)) as store:
+        assert (store.personas.all(), store.personas.generation()) == ([], None)
