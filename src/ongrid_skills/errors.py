@@ -15,6 +15,7 @@ share one table).
     │   ├── UnknownSkill            not_found           404     2
     │   └── UnknownPersona          not_found           404     2
     ├── InvalidRequest              invalid_request     400     2  (malformed, e.g. not JSON)
+    │   └── InvalidPersona          invalid_request     400     2  (.field: a persona rule broken)
     ├── InvalidArgs                 invalid_args        400     2  (.violations: pointer + message)
     ├── Denied                      denied              403     3  (the gate refused the call)
     ├── ApprovalRequired            approval_required     —     3  (confirmation/signatures first)
@@ -196,6 +197,23 @@ class InvalidRequest(SkillError):
     """The request itself is malformed (not JSON, wrong shape) before any skill is involved."""
 
     code = "invalid_request"
+
+
+class InvalidPersona(InvalidRequest):
+    """A persona written through an API breaks a rule of the persona format; ``field`` names
+    the field (None for the document as a whole)."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+    def to_dict(self) -> dict[str, Any]:
+        pointer = f"/{self.field}" if self.field else ""
+        return {
+            "code": self.code,
+            "message": self.message,
+            "details": [{"pointer": pointer, "message": self.message}],
+        }
 
 
 class InvalidArgs(SkillError):

@@ -46,6 +46,7 @@ from ongrid_skills.settings import Settings
 from ongrid_skills.skills.model import Skill
 from ongrid_skills.skills.persona import Persona
 from ongrid_skills.skills.registry import Registry, RegistryHolder
+from ongrid_skills.skills.stored_personas import StoredPersonas
 from ongrid_skills.store import Store
 from ongrid_skills.store.credentials import Binding
 
@@ -88,6 +89,8 @@ class Manager:
         self.replica_id = self.replica.id if self.replica is not None else None
         #: The data dir's credentials: what skills with slots are given (SPEC §18).
         self.credentials: Credentials = open_credentials(settings, store.credentials)
+        #: The personas written at run time, merged into the registry (files win a name).
+        self.personas = StoredPersonas(store.personas, lambda: self.holder.current)
         #: The admitted calls running in this process (slots, counters, outcomes).
         self.calls = Calls(
             settings,
@@ -137,10 +140,11 @@ class Manager:
     @property
     def registry(self) -> Registry:
         """The skills of every door: this manager's own, merged with the fleet's host skills;
-        a skill with a credential slot nothing is bound to is unavailable."""
+        a skill with a credential slot nothing is bound to is unavailable; the stored
+        personas merged in."""
         local = self.holder.current
         merged = self.fleet.hosts.merge(local) if self.fleet is not None else local
-        return self.credentials.overlay(merged)
+        return self.personas.overlay(self.credentials.overlay(merged))
 
     def credential_names(self, skill: Skill) -> dict[str, str | None]:
         """Each slot of ``skill`` → the credential its calls would be given now (names only):
@@ -219,6 +223,8 @@ class Manager:
                 return found[0]
         decision = admit(skill, who, role=principal.role, confirmed=confirm and principal.human)
         execution = Execution(skill=name, args=args, persona=persona, requested_by=principal.name)
+        admitted = self.credential_names(skill)  # the credentials the call is admitted with
+        execution.credentials = {k: v for k, v in admitted.items() if v} or None
         if decision.action == "deny":
             self._refuse(execution, skill, Status.DENIED, ErrorInfo("denied", decision.reason))
             raise Denied(decision.reason)
@@ -262,7 +268,7 @@ class Manager:
                     "args": args,
                     "persona": persona,
                     "class": skill.skill_class.value,
-                    **({"credentials": names} if (names := self.credential_names(skill)) else {}),
+                    **({"credentials": execution.credentials} if execution.credentials else {}),
                 },
             )
         task = self.start(execution, skill, on_event)
@@ -381,6 +387,11 @@ class Manager:
         self.metrics.loaded(fresh)
         self._tell_listeners(self.registry)
         return fresh
+
+    def tell_listeners(self) -> None:
+        """Tell the reload listeners what is offered now (a stored persona changed); from
+        the event loop's thread, where they schedule their work."""
+        self._tell_listeners(self.registry)
 
     def _tell_listeners(self, registry: Registry) -> None:
         for listener in list(self.reload_listeners):

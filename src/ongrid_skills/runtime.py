@@ -44,6 +44,8 @@ WATCH_DEBOUNCE_MS = 500
 #: start-up recovery waits for a pack command that holds the packs lock (that one recovers).
 PACKS_POLL_MS = 5000
 PACKS_RECOVERY_WAIT = 2.0
+#: How often the stored personas' generation is read by :func:`watch_personas`.
+PERSONAS_POLL_SECONDS = 1.0
 
 
 def load_registry(
@@ -274,6 +276,23 @@ async def watch_packs(manager: Manager, settings: Settings) -> None:
         await sync_packs(manager, "packs")
 
 
+async def watch_personas(manager: Manager, every: float = PERSONAS_POLL_SECONDS) -> None:
+    """Tell the reload listeners (MCP ``list_changed``) when the stored personas changed,
+    whoever changed them: another replica on the shared database, another process on the data
+    dir. One read of the generation record per beat; the table only when it changed."""
+    announced = manager.personas.generation
+    while True:
+        await asyncio.sleep(every)
+        try:
+            await asyncio.to_thread(manager.personas.refresh, force=True)
+        except Exception:
+            LOG.exception("reading the stored personas failed; the previous ones stay")
+            continue
+        if manager.personas.generation != announced:
+            announced = manager.personas.generation
+            manager.tell_listeners()
+
+
 async def _open_fleet(settings: Settings, manager: Manager) -> Fleet:
     """Connect the manager to its edge workers (docs/fleet.md): host skills run there."""
     from ongrid_skills.execution.records import new_id  # noqa: PLC0415 (see the imports above)
@@ -324,7 +343,9 @@ async def reload_triggers(
     manager: Manager, settings: Settings, *, watch_files: bool
 ) -> AsyncIterator[list[asyncio.Task[None]]]:
     """SIGHUP reloads (audited ``signal:SIGHUP``); so do pack changes in the data dir (see
-    :func:`watch_packs`), and with ``watch_files``, changes of the configured dirs too.
+    :func:`watch_packs`), and with ``watch_files``, changes of the configured dirs too; a
+    change of the stored personas made elsewhere is told to the listeners
+    (:func:`watch_personas`).
 
     Yields the list of background tasks, which a door may extend; all are cancelled on exit.
     """
@@ -339,6 +360,7 @@ async def reload_triggers(
     if watch_files:
         background.append(loop.create_task(watch(manager, settings)))
     background.append(loop.create_task(watch_packs(manager, settings)))
+    background.append(loop.create_task(watch_personas(manager)))
     try:
         yield background
     finally:

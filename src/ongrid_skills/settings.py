@@ -127,6 +127,7 @@ class Settings:
         "/var/run/secrets",
     )
     credential_commands: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    credential_env: tuple[str, ...] = ()  # the manager's variables env: references may read
     credentials_runtime_dir: str | None = None
     config: Mapping[str, str] = field(
         default_factory=dict
@@ -340,6 +341,15 @@ def _coerce(name: str, value: Any) -> Any:
         return url
     if name == "credential_commands":
         return _commands(name, value)
+    if name == "credential_env":
+        names = re.split(r"[,\s]+", value) if isinstance(value, str) else value
+        if not isinstance(names, list | tuple) or not all(isinstance(n, str) for n in names):
+            raise ConfigError(f"{name} must be a list of variable names")
+        kept = tuple(n for n in names if n)
+        bad = [n for n in kept if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", n)]
+        if bad or any(n.startswith("ONGRID_") for n in kept):
+            raise ConfigError(f"{name}: variable names only, never an ONGRID_ one")
+        return kept
     if name in ("builtin_read_paths", "credential_file_roots"):
         roots = _coerce("read_dirs", value)
         relative = [root for root in roots if not os.path.isabs(root)]

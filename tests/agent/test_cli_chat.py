@@ -7,10 +7,12 @@ import json
 import os
 import pty
 import select
+import signal
 import subprocess
 import time
 from pathlib import Path
 
+from ongrid_skills.agent.runs import RunStore
 from ongrid_skills.store import open_store
 from tests.support.agent import envelope, llm_env
 from tests.support.llm import FakeLLM, Reply, call
@@ -192,3 +194,34 @@ def test_interactive_chat_is_one_conversation_across_messages(
     body = json.loads(done.stdout.splitlines()[-1])
     assert body["final_answer"] == "db-01 it is."
     assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user", "assistant"]
+
+
+def test_ctrl_c_while_a_run_waits_interrupts_it_and_withdraws_its_request(
+    tmp_path: Path, skills_root: Path, make_skill: MakeSkill, fake: FakeLLM
+) -> None:
+    make_skill("set_flag", ECHO, **{"class": "mutating"})
+    write_persona(tmp_path / "personas", "fixer", "mutating-with-confirm")
+    fake.add(Reply(calls=[call("set_flag", {"flag": "on"})]))
+    proc = subprocess.Popen(
+        [CLI, "-q", "chat", "--persona", "fixer", "-m", "turn it on"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=environ(tmp_path, skills_root, fake),
+    )
+    try:
+        wait_for_prompt(proc, b"waits for approval")
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    store = open_store(str(tmp_path / "data"))
+    try:
+        (run,) = RunStore(store).page()
+        assert run.status == "interrupted"
+        assert [a.status for a in store.approvals.with_status("cancelled")] == ["cancelled"]
+        assert store.approvals.with_status("pending") == []
+    finally:
+        store.close()

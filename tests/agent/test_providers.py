@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from ongrid_skills.agent import Message, ProviderConfig, ProviderError, Turn, make_provider
+from ongrid_skills.agent import ProviderConfig, ProviderError, Turn, UserText, make_provider
 from tests.support.llm import API_KEY, FakeLLM, Reply, call
 from tests.support.sockets import free_port
 
@@ -39,7 +39,7 @@ def complete(
         pieces: list[str] = []
         try:
             turn = await provider.complete(
-                "You are a test.", [Message.user("hello")], tools or [], pieces.append
+                "You are a test.", [UserText("hello")], tools or [], pieces.append
             )
         finally:
             await provider.close()

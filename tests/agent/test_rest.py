@@ -60,6 +60,7 @@ class EventReader(threading.Thread):
         super().__init__(daemon=True)
         self.server, self.run_id = server, run_id
         self.events: list[tuple[str, dict[str, Any]]] = []
+        self.ids: list[int] = []
 
     def run(self) -> None:
         path = f"/v1/agent/runs/{self.run_id}/events"
@@ -69,6 +70,8 @@ class EventReader(threading.Thread):
             for line in response.iter_lines():
                 if line.startswith("event:"):
                     kind = line[6:].strip()
+                elif line.startswith("id:"):
+                    self.ids.append(int(line[3:].strip()))
                 elif line.startswith("data:"):
                     self.events.append((kind, json.loads(line[5:].strip())))
 
@@ -198,3 +201,44 @@ def test_bad_requests_get_the_usual_errors(server: Server, fake: FakeLLM) -> Non
     assert server.call("GET", "/v1/agent/runs/nope").status_code == 404
     assert server.call("GET", "/v1/agent/runs/nope/events").status_code == 404
     assert fake.requests == []
+
+
+def test_text_deltas_reach_sse_clients_and_two_clients_at_once_get_the_same_stream(
+    server: Server, fake: FakeLLM
+) -> None:
+    fake.add(
+        Reply("Let me check the disk.", [call("check_disk")], delay=0.5),
+        Reply("The disk is fine.", delay=0.5),
+    )
+    run_id = start(server, message="how is the disk?")
+    readers = [EventReader(server, run_id), EventReader(server, run_id)]
+    for reader in readers:
+        reader.start()
+    for reader in readers:
+        reader.join(timeout=30)
+    first, second = (reader.events for reader in readers)
+    assert first == second
+    kinds = [kind for kind, _ in first]
+    deltas = [data["text"] for kind, data in first if kind == "text_delta"]
+    assert "".join(deltas) == "Let me check the disk.The disk is fine."
+    assert len(deltas) > 2  # streamed in pieces, not whole
+    # The pieces of an answer come before its whole ``message``, numbered like every event.
+    said = [i for i, (kind, data) in enumerate(first) if data.get("role") == "assistant"]
+    assert kinds.index("text_delta") < said[0] and kinds[-1] == "done"
+    assert all(set(data) == {"type", "ts", "text"} for kind, data in first if kind == "text_delta")
+    assert readers[0].ids == readers[1].ids == list(range(1, len(first) + 1))
+    replay = EventReader(server, run_id)
+    replay.run()
+    assert replay.events == first and replay.ids == readers[0].ids
+
+
+def test_the_console_reaches_the_same_agent_service_as_the_rest_door(
+    server: Server, fake: FakeLLM
+) -> None:
+    app: Any = server.client.app
+    agents = app.state.agents
+    assert app.state.console.state.agents is agents
+    fake.add(Reply("hello"))
+    run_id = start(server, message="hi")
+    wait_for(lambda: run_of(server, run_id)["status"] == "done", "the run to end")
+    assert agents.get(run_id).final_answer == "hello"

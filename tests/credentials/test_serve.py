@@ -22,6 +22,7 @@ from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.support.http import QuietHandler, serve
+from tests.support.leaks import files_holding
 from tests.support.served import Served, serve_for_cli
 from tests.support.server import start_serve, stop
 from tests.support.skills import write_skill
@@ -218,12 +219,11 @@ def test_nothing_in_the_data_dir_or_the_audit_sink_holds_the_secret(
     bound(served, "github", SECRET, "api_call")
     ran = served.http("POST", "/v1/skills/api_call/execute", "olga", json={"args": {"url": url}})
     assert ran.json()["status"] == "succeeded", ran.text
-    data = served.skills.parent / "data"
-    files = [p for p in data.rglob("*") if p.is_file()] + [served.skills.parent / "audit.sink"]
-    assert any(p.name.endswith("-wal") for p in files), [p.name for p in files]
-    for path in files:
-        raw = path.read_bytes().decode("latin-1")
-        assert leaked(raw) == [], path
+    base = served.skills.parent
+    assert any(p.name.endswith("-wal") for p in (base / "data").iterdir())
+    for form in FORMS.values():
+        assert files_holding(base / "data", form) == []
+        assert files_holding(base, form) == []  # the audit sink beside it too
 
 
 SLEEPER = f"""#!{sys.executable}

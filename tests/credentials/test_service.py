@@ -24,6 +24,7 @@ from ongrid_skills.errors import (
 )
 from ongrid_skills.skills.model import Skill
 from ongrid_skills.store import Store, open_store
+from tests.support.leaks import files_holding
 from tests.support.skills import load, write_skill
 
 SECRET = "ghp_secret-value-0123456789"
@@ -60,20 +61,12 @@ def skill_with_slot(tmp_path: Path, name: str = "api_call", **manifest: object) 
     return registry.get(name)
 
 
-def grep_data_dir(tmp_path: Path, needle: str) -> list[str]:
-    found = []
-    for path in (tmp_path / "data").rglob("*"):
-        if path.is_file() and needle.encode() in path.read_bytes():
-            found.append(str(path))
-    return found
-
-
 def test_a_stored_value_is_sealed_and_never_shown(store: Store, tmp_path: Path) -> None:
     creds = credentials_of(store, tmp_path)
     info = creds.create("github", {"token": SECRET}, {}, actor="admin")
     assert SECRET not in json.dumps(info.to_dict())
     assert info.to_dict()["fields"] == {"token": "stored"}
-    assert grep_data_dir(tmp_path, SECRET) == []
+    assert files_holding(tmp_path / "data", SECRET) == []
     key = tmp_path / "data" / KEY_NAME
     assert stat.S_IMODE(key.stat().st_mode) == 0o600
 
@@ -188,13 +181,14 @@ def test_references_are_read_at_call_time(store: Store, tmp_path: Path) -> None:
         store,
         tmp_path,
         file_roots=(str(secrets_dir),),
-        commands={"printer": (str(printer),)},
+        commands={"printer": (str(printer), "xyz")},
+        env_names=("CREDENTIAL_TEST_TOKEN",),
     )
     skill = skill_with_slot(tmp_path)
     for name, reference, expected in (
         ("by-file", f"file:{secrets_dir}/token", "from-a-file-123"),
         ("by-env", "env:CREDENTIAL_TEST_TOKEN", "from-the-env-9"),
-        ("by-command", "command:printer xyz", "from-a-command-xyz"),
+        ("by-command", "command:printer", "from-a-command-xyz"),
     ):
         creds.create(name, {}, {"token": reference}, actor="admin")
         creds.bind(name, "api", "admin", skill=skill)
@@ -216,8 +210,10 @@ def test_references_are_read_at_call_time(store: Store, tmp_path: Path) -> None:
     ("reference", "message"),
     [
         ("file:/etc/shadow", "outside the credential file roots"),
-        ("env:ONGRID_LLM_API_KEY", "never an ONGRID_ one"),
-        ("command:sh -c id", "not one the operator configured"),
+        ("env:ONGRID_LLM_API_KEY", "a variable the operator lets credentials read"),
+        ("env:HOME", "ONGRID_CREDENTIAL_ENV: none"),
+        ("command:sh -c id", "with no arguments"),
+        ("command:vault", "commands the operator configured"),
         ("url:https://x", "a reference is file:/path, env:NAME or command:NAME"),
     ],
 )
@@ -284,3 +280,23 @@ def test_the_folders_of_a_dead_process_are_swept(store: Store, tmp_path: Path) -
     assert not stale.parent.exists()
     assert Path(granted[0].directory or "").exists()  # this process's own stays
     creds.release(granted[0])
+
+
+def test_a_file_reference_through_a_link_out_of_the_roots_is_refused(
+    store: Store, tmp_path: Path
+) -> None:
+    roots = tmp_path / "roots"
+    roots.mkdir()
+    (roots / "etclink").symlink_to("/etc")
+    creds = credentials_of(store, tmp_path, file_roots=(str(roots),))
+    for path in (f"{roots}/etclink/passwd", f"{roots}/etclink/../etclink/hostname"):
+        with pytest.raises(InvalidRequest, match="links resolved"):
+            creds.create("escape", {}, {"token": f"file:{path}"}, actor="admin")
+
+
+def test_a_refused_reference_never_repeats_its_text(store: Store, tmp_path: Path) -> None:
+    creds = credentials_of(store, tmp_path)
+    for pasted in (f"command:{SECRET}", f"env:{SECRET}", f"file:/x/{SECRET}", SECRET):
+        with pytest.raises(InvalidRequest) as refused:
+            creds.create("pasted", {}, {"token": pasted}, actor="admin")
+        assert SECRET not in refused.value.message

@@ -153,3 +153,65 @@ def test_a_masker_refuses_a_secret_too_short_to_mask() -> None:
     with pytest.raises(ValueError, match="at least 6"):
         Masker(["12345"])
     assert Masker.of([]) is None
+
+
+PEM = (
+    "-----BEGIN PRIVATE KEY-----\n"
+    "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7\n"
+    "q2Zk9e3r1W0pTn5ZxYv8s1Lm4dQhJ7cRb6Yt0uVnA2fK9gH3iE5o\n"
+    "-----END PRIVATE KEY-----"
+)
+
+
+def test_a_multi_line_secret_printed_on_stderr_is_masked_line_by_line(tmp_path: Path) -> None:
+    root = canonical_dir(tmp_path / "skills")
+    spec = python_skill(
+        root, "import os, sys\nsys.stderr.write(os.environ['KEY'] + '\\n')\nprint('{}')"
+    )
+    spec = dataclasses.replace(spec, env={"KEY": PEM}, masker=Masker([PEM]))
+    call = run_call(SubprocessRunner(), spec)
+    seen = everything(call)
+    for line in PEM.splitlines()[1:-1]:
+        assert line not in seen
+    assert call.stderr_lines()[1] == "***"
+
+
+def test_the_stderr_tail_never_starts_with_the_end_of_a_secret(tmp_path: Path) -> None:
+    token = "uperSecretToken_0123456789abcdefghijklmX"  # 40 characters
+    for pad in (0, 1, 7, 39, 40):
+        root = canonical_dir(tmp_path / f"skills-{pad}")
+        code = (
+            "import os, sys\nt = os.environ['T']\n"
+            f"sys.stderr.write((t + '\\n') * 150 + 'p' * {pad})\nprint('{{}}')"
+        )
+        spec = dataclasses.replace(
+            python_skill(root, code), env={"T": token}, masker=Masker([token])
+        )
+        tail = run_call(SubprocessRunner(), spec).outcome.stderr_tail
+        assert token[1:10] not in tail and token[-12:] not in tail, (pad, tail[:60])
+
+
+ESCAPED = {
+    "php_slashes": json.dumps(SECRET)[1:-1].replace("/", "\\/"),
+    "upper_hex": json.dumps(SECRET)[1:-1].replace("\\u00e9", "\\u00E9"),
+    "go_html": json.dumps("a&b<c>" + SECRET)[1:-1]
+    .replace("&", "\\u0026")
+    .replace("<", "\\u003c")
+    .replace(">", "\\u003e"),
+    "every_char_escaped": "".join(f"\\u{ord(c):04x}" for c in SECRET),
+    "encode_uri_component": quote(SECRET, safe="!'()*~"),
+}
+
+
+@pytest.mark.parametrize("how", sorted(ESCAPED))
+def test_a_secret_escaped_by_another_encoder_on_stderr_is_masked(tmp_path: Path, how: str) -> None:
+    text = ESCAPED[how]
+    line = (
+        json.dumps({"msg": "x"}).replace('"x"', f'"{text}"')
+        if how != "encode_uri_component"
+        else text
+    )
+    call = masked_call(tmp_path, f"sys.stderr.write({line!r} + '\\n'); print('{{}}')")
+    seen = call.stderr_lines()[0]
+    assert text not in seen and SECRET not in json.dumps(seen, ensure_ascii=False)
+    assert "***" in seen

@@ -14,6 +14,7 @@ from ongrid_skills.store import open_store
 from ongrid_skills.types import Role
 from tests.support.cli import run_cli
 from tests.support.fleet import Fleet, Spy, host_skill
+from tests.support.leaks import files_holding
 from tests.support.server import start_serve, stop
 from tests.support.waiting import wait_for
 
@@ -80,9 +81,7 @@ def test_a_worker_gives_its_own_credential_masks_it_and_the_manager_sees_names_o
         stop(served)
         spy.close()
     assert SECRET not in json.dumps(execution) + events
-    for path in manager_data.rglob("*"):
-        if path.is_file():
-            assert SECRET.encode() not in path.read_bytes(), path
+    assert files_holding(manager_data, SECRET) == []
     bus = b"".join(data for data, _headers in spy.messages)
     assert b"db-alpha" in bus  # the names travel, in the signed call and the inventory
     assert SECRET.encode() not in bus

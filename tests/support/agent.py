@@ -1,5 +1,6 @@
 """The agent under test: settings and a child's environment aimed at the scripted LLM
-(:mod:`tests.support.llm`), and one run driven in-process on a real manager and store."""
+(:mod:`tests.support.llm`), and one run driven in-process on a real manager and store, its
+events read as every door reads them (``AgentService.follow``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ongrid_skills.agent import AgentRun, AgentService, RunRecord
+from ongrid_skills.agent import AgentRun, AgentService, RunRecord, to_event
 from ongrid_skills.agent.loop import Confirm
 from ongrid_skills.execution.records import Event
 from ongrid_skills.governance.principal import Principal
@@ -82,13 +83,21 @@ def run_agent(
     async def main() -> Outcome:
         async with open_manager(settings, loader_sink=lambda _line: None) as manager:
             service = AgentService(manager, poll_seconds=0.05)
-            run = service.create(persona, requester, confirm=confirm)
+            run = service.start(persona, requester, message, confirm=confirm)
             events: list[Event] = []
-            run.listeners.append(events.append)
-            if during is None:
-                record = await run.send(message)
-            else:
-                record, _ = await asyncio.gather(run.send(message), during(manager, service, run))
+
+            async def follow() -> None:
+                async for _seq, event in service.follow(run.id):
+                    events.append(to_event(event))
+
+            try:
+                if during is None:
+                    await follow()
+                else:
+                    await asyncio.gather(follow(), during(manager, service, run))
+                record = await service.finished(run.id)
+            finally:
+                await service.close()
             return Outcome(record, service.body(run.id), events)
 
     return asyncio.run(main())

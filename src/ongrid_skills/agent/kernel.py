@@ -1,28 +1,51 @@
-"""The agent kernel: the service that starts, follows, resumes and closes the runs of a manager.
+"""The agent kernel: the service that starts, follows, cancels, resumes and closes the runs of a
+manager.
 
-:class:`AgentService` is what the doors use (the REST routes ``/v1/agent/runs`` and the terminal's
-``chat``): it records a new run and hands it to the loop (:class:`~.loop.AgentRun`), tracks the
-run's task, answers queries about runs, and at start-up ends the runs a dead manager left going
-and resumes those that were waiting for an approval. It must never import a door, and never
-drives a turn itself: the loop does.
+:class:`AgentService` is what every door uses (the REST routes ``/v1/agent/runs``, the terminal's
+``chat``, the web console), through a door-neutral API: :meth:`~AgentService.start` a run,
+:meth:`~AgentService.send` it another message, :meth:`~AgentService.cancel` it (the gate's rule),
+:meth:`~AgentService.follow` its typed events (:mod:`.events`: replayed, then live, text deltas
+included; from the store while another process drives it). The served app opens one service
+beside its manager (:func:`open_agents`, in the shared lifespan) and hangs it on
+``app.state.agents``. At start-up the service ends the runs a dead manager left going and resumes
+those that were waiting for an approval. It must never import a door, and never drives a turn
+itself: the loop does.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
+from ongrid_skills.agent.events import RunEvent, from_event
 from ongrid_skills.agent.loop import AgentRun, Confirm
 from ongrid_skills.agent.providers import ProviderConfig, ProviderFactory, make_provider
 from ongrid_skills.agent.record import mark_interrupted
 from ongrid_skills.agent.runs import RunRecord, RunStatus, RunStore
-from ongrid_skills.agent.transcript import Message
-from ongrid_skills.errors import InvalidRequest, NotFound
+from ongrid_skills.errors import Conflict, Forbidden, InvalidRequest, NotFound
 from ongrid_skills.execution.timeline import EventHub, Timeline
+from ongrid_skills.governance.gate import may_cancel
 from ongrid_skills.governance.principal import Principal
 from ongrid_skills.manager import Manager
 from ongrid_skills.skills.persona import Persona
+
+#: How many more looks a follower of a run driven elsewhere gives a final row for its ``done``.
+FINAL_LOOKS = 20
+
+
+@asynccontextmanager
+async def open_agents(manager: Manager) -> AsyncIterator[AgentService]:
+    """The agent service of a served manager, for the app's lifespan: runs waiting for an
+    approval resume (now, and when the next start finds them), and stop before the manager."""
+    service = AgentService(manager, resumable=True)
+    await service.recover()
+    try:
+        yield service
+    finally:
+        await service.close()
 
 
 class AgentService:
@@ -91,12 +114,72 @@ class AgentService:
         self.live[record.id] = run
         return run
 
-    def start(self, run: AgentRun, message: str) -> asyncio.Task[RunRecord]:
-        """Drive the run with one user message in the background."""
-        return self._track(run, asyncio.get_running_loop().create_task(run.send(message)))
+    def start(
+        self,
+        persona: str,
+        requester: Principal,
+        message: str,
+        *,
+        model: str | None = None,
+        confirm: Confirm | None = None,
+    ) -> AgentRun:
+        """A new run driven with its first message in the background. Its events can be
+        followed from now on (:meth:`follow`); raises for an unknown persona or no model."""
+        run = self.create(persona, requester, model=model, confirm=confirm)
+        self.drive(run, message)
+        return run
+
+    def send(
+        self, run_id: str, message: str, principal: Principal, *, confirm: Confirm | None = None
+    ) -> AgentRun:
+        """Continue a run that has ended with another message, as the same conversation.
+
+        Only its requester may (the run's calls carry the requester's role); a run still going
+        is a Conflict, and so is one driven by another replica (Conflict).
+        """
+        record = self.get(run_id)
+        if principal.name != record.requested_by:
+            raise Forbidden("only the requester may continue this run")
+        if not record.status.final:
+            raise Conflict(f"agent run {run_id} is {record.status.value}: wait for its end")
+        run = self.live.get(run_id) or self.restore(record)
+        run.confirm, run.human = confirm, principal
+        # On a shared database the run is this replica's from now on (written by begin()), so
+        # that no other replica takes it for an orphan of the one that drove it before.
+        run.record.replica_id = self.m.replica_id
+        self.drive(run, message)
+        return run
+
+    def drive(self, run: AgentRun, message: str) -> asyncio.Task[RunRecord]:
+        """Drive the run with one user message in the background. The message is recorded at
+        once, so a follower that starts now sees this stretch of the run from its beginning."""
+        run.begin(message)
+        return self._track(run, asyncio.get_running_loop().create_task(run.drive()))
+
+    async def cancel(self, run_id: str, principal: Principal) -> RunRecord:
+        """Stop a run that is going here (its calls waiting for approval are withdrawn): the
+        requester or an operator (the gate's ``may_cancel``). Forbidden, NotFound, or Conflict
+        when the run is over or going in another process."""
+        record = self.get(run_id)
+        if not may_cancel(principal, record.requested_by):
+            raise Forbidden("only the requester or an operator may cancel this run")
+        if record.status.final:
+            raise Conflict(f"agent run {run_id} is {record.status.value}")
+        run = self.live.get(run_id)
+        if run is None or run.task is None or run.task.done():
+            raise Conflict(f"agent run {run_id} is not going in this server")
+        return await run.cancel()
+
+    async def finished(self, run_id: str) -> RunRecord:
+        """The run once its current stretch has ended (a caller that goes away does not stop it)."""
+        run = self.live.get(run_id)
+        if run is not None and run.task is not None:
+            await asyncio.wait({run.task})  # never cancels the run's task
+        return self.get(run_id)
 
     def _track(self, run: AgentRun, task: asyncio.Task[RunRecord]) -> asyncio.Task[RunRecord]:
         self.tasks[run.id] = task
+        run.task = task
 
         def done(_task: asyncio.Task[RunRecord]) -> None:
             self.tasks.pop(run.id, None)
@@ -122,6 +205,33 @@ class AgentService:
     def timeline(self, run_id: str) -> Timeline | None:
         """The live timeline of a run driven here, or None (then its events are in the store)."""
         return self.hub.get(run_id)
+
+    async def follow(self, run_id: str, after: int = 0) -> AsyncIterator[tuple[int, RunEvent]]:
+        """The run's numbered typed events after number ``after``: those so far, then live ones
+        until its current stretch ends (``done``). Every door reads this one stream.
+
+        Driven here: its live timeline. Driven by another process (a replica, a ``chat`` on the
+        same data dir): the stored events, read again every ``poll_seconds`` until its row is
+        final and its ``done`` is stored (the row is written final just before ``done``, so a
+        few more looks are allowed for it); a run that starts being driven here meanwhile is
+        followed on from its live timeline, whose numbering is the store's. Over: the stored
+        events. A door checks the run exists (:meth:`get`) before it starts streaming."""
+        position, last, grace = after, "", FINAL_LOOKS
+        while True:
+            timeline = self.hub.get(run_id)
+            if timeline is not None:
+                async for seq, event in timeline.follow(position):
+                    yield seq, from_event(event)
+                return
+            record = self.runs.get(run_id)
+            for seq, event in self.runs.events(run_id, position):
+                position, last = seq, event.type
+                yield seq, from_event(event)
+            if record is None or (record.status.final and (last == "done" or grace <= 0)):
+                return
+            if record.status.final:
+                grace -= 1
+            await asyncio.sleep(self.poll_seconds)
 
     # ---- start-up and shutdown -----------------------------------------------------------
     async def recover(self) -> None:
@@ -167,7 +277,7 @@ class AgentService:
             self,
             record,
             config,
-            messages=[Message(m.role, m.content) for m in stored],
+            messages=[m.part for m in stored],
             seq=stored[-1].seq if stored else 0,
         )
         self.live[record.id] = run

@@ -1,15 +1,15 @@
 """The turn loop of one agent run (SPEC §8): a model drives the skills of one persona.
 
 Each turn: the system prompt (:mod:`.prompt`), the transcript converted for the provider, and the
-tools of the turn (the persona's offered set with deferral: above the threshold, the
-``activation: always`` tools plus ``search_skills``; what a search finds is mounted for the next
-turns). Every tool call goes through ``Manager.submit`` — the one path of every door: gate,
-approvals, audit, events — as the principal ``agent:<run id>`` with the role of whoever started
-the run (the stricter of role and persona applies). The calls of one turn run concurrently; their
-results go back to the model verbatim (or as the error envelope). A call that needs approval
-pauses the run (``waiting_approval``) until the request is decided; the model then sees the
-outcome. The loop ends when the model answers without tool calls, or at the persona's
-``max_turns``.
+tools of the turn (the persona's offered set with deferral: above the threshold, the ``activation:
+always`` tools plus ``search_skills``; what a search finds is mounted for the next turns). Each
+step returns the next one as a value (:mod:`.steps`: ``AskModel`` → ``RunCalls`` → ``AskModel``… →
+``End``). Every tool call goes through ``Manager.submit`` — the one path of every door: gate,
+approvals, audit, events — as the principal ``agent:<run id>`` with the role of whoever started the
+run (the stricter of role and persona applies). The calls of one turn run concurrently; their
+results go back to the model verbatim (or as the error envelope). A call that needs approval pauses
+the run (``waiting_approval``) until the request is decided; the model then sees the outcome. The
+loop ends when the model answers without tool calls, or at the persona's ``max_turns``.
 
 What happened is written down by :class:`~.record.RunRecorder`; the runs themselves are
 created, tracked and recovered by :class:`~.kernel.AgentService`. This module must never import
@@ -25,20 +25,31 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
-from ongrid_skills.agent.prompt import system_prompt
-from ongrid_skills.agent.providers import (
-    Provider,
-    ProviderConfig,
-    ProviderError,
-    ProviderFactory,
-    TextSink,
+from ongrid_skills.agent.events import (
+    TOOL_OUTPUT_KINDS,
+    RunEvent,
+    Said,
+    ToolOutput,
+    ToolOutputKind,
+    ToolStarted,
 )
-from ongrid_skills.agent.record import BATCHED, RunRecorder
+from ongrid_skills.agent.prompt import system_prompt
+from ongrid_skills.agent.providers import Provider, ProviderConfig, ProviderError, ProviderFactory
+from ongrid_skills.agent.record import RunRecorder
 from ongrid_skills.agent.runs import RunRecord, RunStatus, RunStore
-from ongrid_skills.agent.transcript import Message, ToolCall, Turn, error_envelope
-from ongrid_skills.errors import NotFound, SkillError
+from ongrid_skills.agent.steps import AskModel, End, RunCalls, Step, wait_final
+from ongrid_skills.agent.transcript import (
+    SENT_KINDS,
+    ApprovalWait,
+    ModelReply,
+    Part,
+    ToolCall,
+    ToolResult,
+    error_envelope,
+)
+from ongrid_skills.errors import SkillError
 from ongrid_skills.execution.records import ErrorInfo, Event, Execution, Status
 from ongrid_skills.execution.timeline import EventHub, Timeline
 from ongrid_skills.governance.gate import one_confirmation_suffices, role_permits
@@ -78,7 +89,7 @@ class AgentRun:
         record: RunRecord,
         config: ProviderConfig,
         *,
-        messages: list[Message] | None = None,
+        messages: list[Part] | None = None,
         seq: int = 0,
         confirm: Confirm | None = None,
         human: Principal | None = None,
@@ -90,10 +101,10 @@ class AgentRun:
         self.confirm = confirm
         self.human = human
         self.agent = Principal(f"agent:{record.id}", Role(record.role), human=False)
-        self.on_text: TextSink | None = None
         self.provider: Provider | None = None
         self.bag: Toolbag | None = None
         self.pending: set[str] = set()  # executions waiting for approval
+        self.task: asyncio.Task[RunRecord] | None = None  # set by the service driving it
         self.cancel_requested = False
         self._confirm_lock = asyncio.Lock()
         self._slots = asyncio.Semaphore(max(1, self.m.settings.max_concurrent_executions))
@@ -106,12 +117,12 @@ class AgentRun:
         return self.record.id
 
     @property
-    def messages(self) -> list[Message]:
-        """The transcript so far (neutral format, see :mod:`.transcript`)."""
+    def messages(self) -> list[Part]:
+        """The transcript so far (typed parts, see :mod:`.transcript`)."""
         return self.rec.messages
 
     @property
-    def listeners(self) -> list[Callable[[Event], None]]:
+    def listeners(self) -> list[Callable[[RunEvent], None]]:
         """Called with each event of the run as it is emitted."""
         return self.rec.listeners
 
@@ -120,17 +131,36 @@ class AgentRun:
         return self.rec.timeline
 
     # ---- driving ---------------------------------------------------------------------------
-    async def send(self, text: str) -> RunRecord:
-        """Add one user message and run the loop until a final answer (or an end)."""
+    def begin(self, text: str) -> None:
+        """Add one user message: the run is ``running`` and its timeline open from now on."""
         if self.service.live.get(self.id) is not self:
             self.service.live[self.id] = self
+        self.cancel_requested = False
         self.rec.begin(text)
+
+    async def drive(self) -> RunRecord:
+        """Run the loop after :meth:`begin` until a final answer (or an end)."""
         return await self._drive(self._loop)
+
+    async def send(self, text: str) -> RunRecord:
+        """Add one user message and run the loop until a final answer (or an end)."""
+        self.begin(text)
+        return await self.drive()
 
     async def resume(self) -> RunRecord:
         """After a restart: settle the calls of the last turn, then carry on."""
-        self.rec.emit("message", {"role": "system", "text": "resumed after a manager restart"})
+        self.rec.emit(Said("system", "resumed after a manager restart"))
         return await self._drive(self._resume)
+
+    async def cancel(self, wait: float = 10.0) -> RunRecord:
+        """Stop the run: its calls waiting for approval are withdrawn, it ends ``cancelled``.
+        Waits up to ``wait`` seconds for it to have ended."""
+        self.cancel_requested = True
+        task = self.task
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.wait({task}, timeout=wait)
+        return self.record
 
     async def _drive(self, body: Callable[[Persona], Awaitable[None]]) -> RunRecord:
         try:
@@ -192,69 +222,65 @@ class AgentRun:
         bag.message = self.rec.user_text()
         return bag
 
-    async def _loop(self, persona: Persona) -> None:
+    async def _loop(self, persona: Persona, step: Step | None = None) -> None:
+        step = step or AskModel()
+        while not isinstance(step, End):
+            if isinstance(step, AskModel):
+                step = await self._ask_model(persona)
+            else:
+                step = await self._run_calls(step, persona)
+        self.rec.finish(step.status, final_answer=step.final_answer, error=step.error)
+
+    async def _ask_model(self, persona: Persona) -> RunCalls | End:
         provider = self.provider
         assert provider is not None
-        while True:
-            if self.record.turns >= persona.max_turns:
-                last = next((m for m in reversed(self.messages) if m.role == "assistant"), None)
-                text = (last.content.get("text") or None) if last else None
-                reason = f"max_turns ({persona.max_turns}) reached before a final answer"
-                error = ErrorInfo("max_turns", reason)
-                self.rec.finish(RunStatus.MAX_TURNS, final_answer=text, error=error)
-                return
-            self.record.turns += 1
-            self.rec.runs.update(self.record)
-            bag = self._toolbag(persona)
-            skills = [s for s in bag.tools() if role_permits(self.agent.role, s.skill_class)]
-            offered = {s.name: s for s in skills}
-            notes = ranked_instructions(bag.registry, persona, bag.message)
-            system = system_prompt(
-                persona, notes, bag.deferred, self.m.settings.prompt_listing_max_chars
-            )
-            sent = [m for m in self.messages if m.role in ("user", "assistant", "tool")]
-            turn = await provider.complete(
-                system, sent, export_all(skills, provider.tool_format), self.on_text
-            )
-            self.rec.append(Message.assistant(turn))
-            self.rec.emit(
-                "message",
-                {
-                    "role": "assistant",
-                    "text": turn.text,
-                    "turn": self.record.turns,
-                    "tool_calls": [c.to_dict() for c in turn.tool_calls],
-                },
-            )
-            if not turn.tool_calls:
-                self.rec.finish(RunStatus.DONE, final_answer=turn.text)
-                return
-            await self._calls(turn, offered, persona)
+        if self.record.turns >= persona.max_turns:
+            last = next((m for m in reversed(self.messages) if isinstance(m, ModelReply)), None)
+            reason = f"max_turns ({persona.max_turns}) reached before a final answer"
+            text = (last.text or None) if last else None
+            return End(RunStatus.MAX_TURNS, text, ErrorInfo("max_turns", reason))
+        self.record.turns += 1
+        self.rec.runs.update(self.record)
+        bag = self._toolbag(persona)
+        skills = [s for s in bag.tools() if role_permits(self.agent.role, s.skill_class)]
+        notes = ranked_instructions(bag.registry, persona, bag.message)
+        system = system_prompt(
+            persona, notes, bag.deferred, self.m.settings.prompt_listing_max_chars
+        )
+        sent = [m for m in self.messages if m.kind in SENT_KINDS]
+        tools = export_all(skills, provider.tool_format)
+        turn = await provider.complete(system, sent, tools, self.rec.delta)
+        self.rec.append(ModelReply.of(turn))
+        calls = tuple(turn.tool_calls)
+        self.rec.emit(Said("assistant", turn.text, self.record.turns, calls))
+        if not turn.tool_calls:
+            return End(RunStatus.DONE, turn.text)
+        return RunCalls(turn, {s.name: s for s in skills})
 
-    async def _calls(self, turn: Turn, offered: dict[str, Skill], persona: Persona) -> None:
+    async def _run_calls(self, step: RunCalls, persona: Persona) -> AskModel:
         outcomes = await asyncio.gather(
-            *(self._call(call, offered, persona) for call in turn.tool_calls),
+            *(self._call(call, step.offered, persona) for call in step.turn.tool_calls),
             return_exceptions=True,  # every call settles before the run goes on (or fails)
         )
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 raise outcome
+        return AskModel()
 
     # ---- one tool call -----------------------------------------------------------------------
     async def _call(self, call: ToolCall, offered: dict[str, Skill], persona: Persona) -> None:
         started = time.monotonic()
-        base = {"call_id": call.id, "tool": call.name}
         args, problem = call.parsed()
-        self.rec.emit("tool_start", {**base, "args": args if problem is None else call.arguments})
+        self.rec.emit(ToolStarted(call.id, call.name, args if problem is None else call.arguments))
         skill = offered.get(call.name)
         if skill is None:
             hint = f"; use {SEARCH_TOOL} to find tools" if self.bag and self.bag.deferred else ""
             message = f"the tool {call.name!r} is not offered to you this turn{hint}"
-            self.rec.refused(call, base, started, self.agent.name, "not_offered", message)
+            self.rec.refused(call, started, self.agent.name, "not_offered", message)
             return
         if problem is not None or not isinstance(args, dict):
             message = problem or "the arguments must be a JSON object"
-            self.rec.refused(call, base, started, self.agent.name, "invalid_args", message)
+            self.rec.refused(call, started, self.agent.name, "invalid_args", message)
             return
         async with self._slots:
             principal, confirm = self.agent, False
@@ -269,7 +295,7 @@ class AgentRun:
                     yes = await self.confirm(skill, args)
                 if not yes:
                     message = f"the operator declined to run {skill.name} at the terminal"
-                    self.rec.refused(call, base, started, self.agent.name, "rejected", message)
+                    self.rec.refused(call, started, self.agent.name, "rejected", message)
                     return
                 principal, confirm = self.human, True
             try:
@@ -280,44 +306,42 @@ class AgentRun:
                     persona=persona.name,
                     confirm=confirm,
                     wait=True,
-                    on_event=self._forwarder(base),
+                    on_event=self._forwarder(call),
                 )
             except SkillError as exc:
                 error = exc.to_dict()
                 envelope = error_envelope(error["code"], error["message"], error.get("details"))
-                self.rec.result(call, base, started, envelope, error["code"], None)
+                self.rec.result(call, started, envelope, error["code"], None)
                 return
-        await self._settle(call, base, started, execution)
+        await self._settle(call, started, execution)
 
-    def _forwarder(self, base: dict[str, Any]) -> Callable[[Event], None]:
+    def _forwarder(self, call: ToolCall) -> Callable[[Event], None]:
         def forward(event: Event) -> None:
-            if event.type in BATCHED:
-                self.rec.emit(event.type, {**base, **event.data})
+            if event.type in TOOL_OUTPUT_KINDS:
+                kind = cast(ToolOutputKind, event.type)
+                self.rec.emit(ToolOutput(kind, call.id, call.name, dict(event.data)))
 
         return forward
 
-    async def _settle(
-        self, call: ToolCall, base: dict[str, Any], started: float, execution: Execution
-    ) -> None:
+    async def _settle(self, call: ToolCall, started: float, execution: Execution) -> None:
         """Wait for a call waiting for approval, then hand its outcome to the transcript."""
         if execution.status is Status.PENDING_APPROVAL:
             # Why the check: a resumed run settles the same execution again, and its note is
             # already in the transcript; one note per execution keeps resuming repeatable.
             if not self.rec.noted_pending(execution.id):
-                self.rec.note_pending(call, base, execution, self._signatures_required(execution))
+                self.rec.note_pending(call, execution, self._signatures_required(execution))
             self.pending.add(execution.id)
             self.rec.set_status(RunStatus.WAITING_APPROVAL)
             # Cancelled while waiting (shutdown, Ctrl-C): ``pending`` keeps the id, so that
             # _cancelled() either keeps the run waiting (resumable) or withdraws the request.
-            execution = await self._wait_final(execution.id, self._forwarder(base))
+            forward = self._forwarder(call)
+            execution = await wait_final(self.m, execution.id, forward, self.service.poll_seconds)
             self.pending.discard(execution.id)
             # Why: the calls of one turn wait side by side; the run is running again only
             # when the last of them is decided (and never after it has ended).
             if not self.pending and not self.record.status.final:
                 self.rec.set_status(RunStatus.RUNNING)
-        self.rec.result(
-            call, base, started, execution.envelope(), execution.status.value, execution.id
-        )
+        self.rec.result(call, started, execution.envelope(), execution.status.value, execution.id)
         if call.name == SEARCH_TOOL and execution.ok:
             self._mount(execution.result)
 
@@ -327,30 +351,6 @@ class AgentRun:
         with contextlib.suppress(SkillError):
             return self.m.desk.get(execution.approval_id).signatures_required
         return None
-
-    async def _wait_final(self, execution_id: str, forward: Callable[[Event], None]) -> Execution:
-        """Until the execution ends: approved and run (here or by another process sharing the
-        store), rejected, expired, cancelled. Live events are forwarded while it runs here."""
-        seen = 0
-        while True:
-            execution = self.m.store.executions.get(execution_id)
-            if execution is None:
-                raise NotFound(f"execution {execution_id} disappeared from the store")
-            if execution.status.final:  # what ran between two looks: from the store, in order
-                for seq, event in self.m.store.executions.events(execution_id, after=seen):
-                    seen = seq
-                    forward(event)
-                return execution
-            if execution.status is Status.PENDING_APPROVAL and execution.approval_id:
-                with contextlib.suppress(SkillError):
-                    self.m.desk.get(execution.approval_id)  # expires a request past its TTL
-            timeline = self.m.hub.get(execution_id)
-            if timeline is not None and execution.status is Status.RUNNING:
-                async for seq, event in timeline.follow(after=seen):
-                    seen = seq
-                    forward(event)
-                continue
-            await asyncio.sleep(self.service.poll_seconds)
 
     def _mount(self, result: Any) -> None:
         if self.bag is None or not isinstance(result, dict):
@@ -363,24 +363,21 @@ class AgentRun:
     # ---- resuming ----------------------------------------------------------------------------
     async def _resume(self, persona: Persona) -> None:
         self._toolbag(persona)
-        for message in self.messages:  # what earlier searches mounted
-            if message.role == "tool" and message.content.get("name") == SEARCH_TOOL:
+        for part in self.messages:  # what earlier searches mounted
+            if isinstance(part, ToolResult) and part.name == SEARCH_TOOL:
                 with contextlib.suppress(ValueError, TypeError):
-                    self._mount(json.loads(message.content["content"]))
-        last = max((i for i, m in enumerate(self.messages) if m.role == "assistant"), default=None)
-        if last is not None:
-            later = self.messages[last + 1 :]
-            answered = {m.content["tool_call_id"] for m in later if m.role == "tool"}
-            pending = {
-                m.content["tool_call_id"]: m.content["execution_id"]
-                for m in later
-                if m.role == "pending"
-            }
+                    self._mount(json.loads(part.content))
+        replies = [i for i, m in enumerate(self.messages) if isinstance(m, ModelReply)]
+        if replies:
+            reply = self.messages[replies[-1]]
+            assert isinstance(reply, ModelReply)
+            later = self.messages[replies[-1] + 1 :]
+            answered = {m.tool_call_id for m in later if isinstance(m, ToolResult)}
+            pending = {m.tool_call_id: m.execution_id for m in later if isinstance(m, ApprovalWait)}
             waits = []
-            for call in self.messages[last].calls():
+            for call in reply.tool_calls:
                 if call.id in answered:
                     continue
-                base = {"call_id": call.id, "tool": call.name}
                 # Why: an unanswered call with a ``pending`` note waits for its request again;
                 # one without was running when the manager stopped (its execution was marked
                 # interrupted at start-up), so the model is told so instead.
@@ -388,8 +385,8 @@ class AgentRun:
                 if found is None:
                     reason = "the manager stopped while this call ran"
                     envelope = error_envelope("interrupted", reason)
-                    self.rec.result(call, base, time.monotonic(), envelope, "interrupted", None)
+                    self.rec.result(call, time.monotonic(), envelope, "interrupted", None)
                     continue
-                waits.append(self._settle(call, base, time.monotonic(), found))
+                waits.append(self._settle(call, time.monotonic(), found))
             await asyncio.gather(*waits)
         await self._loop(persona)

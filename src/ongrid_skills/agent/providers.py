@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from ongrid_skills.agent.transcript import Message, ToolCall, Turn, to_anthropic, to_openai
+from ongrid_skills.agent.transcript import Part, ToolCall, Turn, to_anthropic, to_openai
 from ongrid_skills.errors import SkillError
 from ongrid_skills.settings import Settings
 
@@ -59,7 +59,7 @@ class Provider(Protocol):
     async def complete(
         self,
         system: str,
-        messages: Sequence[Message],
+        messages: Sequence[Part],
         tools: list[dict[str, Any]],
         on_text: TextSink | None = None,
     ) -> Turn: ...
@@ -202,7 +202,7 @@ class OpenAIProvider:
     async def complete(
         self,
         system: str,
-        messages: Sequence[Message],
+        messages: Sequence[Part],
         tools: list[dict[str, Any]],
         on_text: TextSink | None = None,
     ) -> Turn:
@@ -296,7 +296,7 @@ class AnthropicProvider:
     async def complete(
         self,
         system: str,
-        messages: Sequence[Message],
+        messages: Sequence[Part],
         tools: list[dict[str, Any]],
         on_text: TextSink | None = None,
     ) -> Turn:

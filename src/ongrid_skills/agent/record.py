@@ -13,30 +13,46 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
 
+from ongrid_skills.agent.events import (
+    TOOL_OUTPUT_KINDS,
+    ApprovalPending,
+    RunDone,
+    RunEvent,
+    Said,
+    TextDelta,
+    ToolEnded,
+    to_event,
+)
 from ongrid_skills.agent.runs import RunRecord, RunStatus, RunStore
-from ongrid_skills.agent.transcript import Message, ToolCall, error_envelope
-from ongrid_skills.execution.records import ErrorInfo, Event, Execution, Status
+from ongrid_skills.agent.transcript import (
+    ApprovalWait,
+    Part,
+    ToolCall,
+    ToolResult,
+    UserText,
+    error_envelope,
+)
+from ongrid_skills.execution.records import ErrorInfo, Execution, Status
 from ongrid_skills.execution.timeline import EventHub, Timeline
 from ongrid_skills.store import Store
 
 LOG = logging.getLogger("ongrid_skills.agent")
 FLUSH_SECONDS = 0.5
 #: Events kept only in the timeline's batch until the next flush (the others are written at once).
-BATCHED = frozenset({"stderr", "progress", "stderr_truncated"})
+BATCHED = frozenset({*TOOL_OUTPUT_KINDS, "text_delta"})
 #: How much of a tool result a ``tool_end`` event carries (the transcript keeps all of it).
 EVENT_CONTENT_LIMIT = 64 * 1024
 
 
-def done_data(record: RunRecord) -> dict[str, Any]:
-    """The data of a run's last event, ``done``."""
-    return {
-        "status": record.status.value,
-        "final_answer": record.final_answer,
-        "error": record.error.to_dict() if record.error else None,
-        "turns": record.turns,
-    }
+def done_event(record: RunRecord) -> RunDone:
+    """A run's last event, ``done``."""
+    return RunDone(
+        record.status.value,
+        record.final_answer,
+        record.error.to_dict() if record.error else None,
+        record.turns,
+    )
 
 
 def mark_interrupted(runs: RunStore, store: Store, record: RunRecord) -> None:
@@ -45,7 +61,7 @@ def mark_interrupted(runs: RunStore, store: Store, record: RunRecord) -> None:
     record.error = ErrorInfo("interrupted", "the manager stopped while this run was going")
     record.finished_at = time.time()
     runs.update(record)
-    event = Event("done", done_data(record))
+    event = to_event(done_event(record))
     runs.add_events(record.id, [(runs.last_event_seq(record.id) + 1, event)])
     with store.tx() as conn:
         store.audit.append(
@@ -63,16 +79,16 @@ class RunRecorder:
         store: Store,
         hub: EventHub,
         *,
-        messages: list[Message] | None = None,
+        messages: list[Part] | None = None,
         seq: int = 0,
     ) -> None:
         self.record = record
         self.runs = runs
         self.store = store
         self.hub = hub
-        self.messages: list[Message] = messages or []
+        self.messages: list[Part] = messages or []
         self.seq = seq  # the number of the last stored transcript entry
-        self.listeners: list[Callable[[Event], None]] = []
+        self.listeners: list[Callable[[RunEvent], None]] = []
         self._flusher: asyncio.TimerHandle | None = None
         self.timeline = self.open_timeline()
 
@@ -91,16 +107,15 @@ class RunRecorder:
         self.timeline = timeline
         return timeline
 
-    def emit(self, kind: str, data: dict[str, Any]) -> None:
+    def emit(self, event: RunEvent) -> None:
         """One event: to the timeline and the listeners now, to the store now or at the flush."""
-        event = Event(kind, data)
-        self.timeline.append(event)
+        self.timeline.append(to_event(event))
         for listener in list(self.listeners):
             try:
                 listener(event)
             except Exception:
                 LOG.exception("an agent event listener failed")
-        if kind in BATCHED:
+        if event.kind in BATCHED:
             if self._flusher is None:
                 self._flusher = asyncio.get_running_loop().call_later(FLUSH_SECONDS, self.flush)
         else:
@@ -115,21 +130,26 @@ class RunRecorder:
             if pending:
                 self.runs.add_events(self.id, pending)
 
+    def delta(self, text: str) -> None:
+        """A piece of the model's answer as it streams (a provider's ``on_text``)."""
+        if text:
+            self.emit(TextDelta(text))
+
     def detach(self) -> None:
         """Stop following the run live, leaving it as stored (to be resumed at the next start)."""
         self.flush()
         self.hub.close(self.id)
 
     # ---- transcript and status -------------------------------------------------------------
-    def append(self, message: Message) -> None:
+    def append(self, part: Part) -> None:
         """One transcript entry, stored with the next number."""
         self.seq += 1
-        self.runs.add_message(self.id, self.seq, message.role, message.content)
-        self.messages.append(message)
+        self.runs.add_message(self.id, self.seq, part)
+        self.messages.append(part)
 
     def user_text(self) -> str:
         """Everything the user said in this run (what the toolbag ranks tools against)."""
-        return "\n".join(m.content["text"] for m in self.messages if m.role == "user")
+        return "\n".join(m.text for m in self.messages if isinstance(m, UserText))
 
     def set_status(self, status: RunStatus) -> None:
         if self.record.status is not status:
@@ -145,8 +165,8 @@ class RunRecorder:
         self.record.error = None
         self.record.finished_at = None
         self.runs.update(self.record)
-        self.append(Message.user(text))
-        self.emit("message", {"role": "user", "text": text})
+        self.append(UserText(text))
+        self.emit(Said("user", text))
 
     def finish(
         self, status: RunStatus, *, final_answer: str | None = None, error: ErrorInfo | None = None
@@ -165,7 +185,7 @@ class RunRecorder:
                 self.id,
                 {"status": status.value, "turns": self.record.turns, "error": error and error.code},
             )
-        self.emit("done", done_data(self.record))
+        self.emit(done_event(self.record))
         self.flush()
         self.hub.close(self.id)
 
@@ -173,14 +193,12 @@ class RunRecorder:
     def noted_pending(self, execution_id: str) -> bool:
         """Whether the transcript already holds the ``pending`` note of this execution."""
         return any(
-            m.role == "pending" and m.content.get("execution_id") == execution_id
-            for m in self.messages
+            isinstance(m, ApprovalWait) and m.execution_id == execution_id for m in self.messages
         )
 
     def note_pending(
         self,
         call: ToolCall,
-        base: dict[str, Any],
         execution: Execution,
         signatures_required: int | None,
     ) -> None:
@@ -189,32 +207,21 @@ class RunRecorder:
         The note is written before the run waits, so that a manager restarted meanwhile finds
         which execution each unanswered call of the last turn is waiting on (see AgentRun.resume).
         """
-        self.append(
-            Message(
-                "pending",
-                {
-                    "tool_call_id": call.id,
-                    "name": call.name,
-                    "execution_id": execution.id,
-                    "approval_id": execution.approval_id,
-                },
-            )
-        )
+        self.append(ApprovalWait(call.id, call.name, execution.id, execution.approval_id))
         self.emit(
-            "approval_pending",
-            {
-                **base,
-                "args": execution.args,
-                "execution_id": execution.id,
-                "approval_id": execution.approval_id,
-                "signatures_required": signatures_required,
-            },
+            ApprovalPending(
+                call.id,
+                call.name,
+                execution.args,
+                execution.id,
+                execution.approval_id,
+                signatures_required,
+            )
         )
 
     def refused(
         self,
         call: ToolCall,
-        base: dict[str, Any],
         started: float,
         actor: str,
         code: str,
@@ -229,38 +236,27 @@ class RunRecorder:
                 self.id,
                 {"skill": call.name[:200], "code": code, "reason": message},
             )
-        self.result(call, base, started, error_envelope(code, message), code, None)
+        self.result(call, started, error_envelope(code, message), code, None)
 
     def result(
         self,
         call: ToolCall,
-        base: dict[str, Any],
         started: float,
         content: str,
         status: str,
         execution_id: str | None,
     ) -> None:
         """A call's outcome: the ``tool`` message the model reads, and the ``tool_end`` event."""
-        self.append(
-            Message(
-                "tool",
-                {
-                    "tool_call_id": call.id,
-                    "name": call.name,
-                    "content": content,
-                    "status": status,
-                    "execution_id": execution_id,
-                    "is_error": status != Status.SUCCEEDED.value,
-                },
+        failed = status != Status.SUCCEEDED.value
+        self.append(ToolResult(call.id, call.name, content, status, execution_id, failed))
+        self.emit(
+            ToolEnded(
+                call.id,
+                call.name,
+                status,
+                execution_id,
+                round((time.monotonic() - started) * 1000, 3),
+                content[:EVENT_CONTENT_LIMIT],
+                len(content) > EVENT_CONTENT_LIMIT,
             )
         )
-        data: dict[str, Any] = {
-            **base,
-            "status": status,
-            "execution_id": execution_id,
-            "duration_ms": round((time.monotonic() - started) * 1000, 3),
-            "content": content[:EVENT_CONTENT_LIMIT],
-        }
-        if len(content) > EVENT_CONTENT_LIMIT:
-            data["content_truncated"] = True
-        self.emit("tool_end", data)

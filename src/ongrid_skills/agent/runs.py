@@ -1,8 +1,9 @@
 """Storage of agent runs: the run rows, their transcripts and their event timelines.
 
 Tables ``agent_runs``, ``agent_messages`` and ``agent_events`` (migration 0002). A transcript entry
-is stored in the neutral format of :mod:`ongrid_skills.agent.transcript`, one row per message,
-numbered from 1; events keep the sequence numbers of the run's live timeline.
+is one typed part of :mod:`ongrid_skills.agent.transcript`, stored one row per part (its kind as
+``role``, its fields as ``content``), numbered from 1; events keep the sequence numbers of the
+run's live timeline (:mod:`ongrid_skills.agent.events` reads them back typed).
 
 On a shared database each run names the replica that drives it (``replica_id``, migration 0004);
 :meth:`RunStore.adopt` is how a run whose replica died passes to exactly one other replica.
@@ -18,6 +19,7 @@ from typing import Any, cast
 
 from sqlalchemy import Table, and_, func, select, update
 
+from ongrid_skills.agent.transcript import Part, part_content, part_of
 from ongrid_skills.execution.records import ErrorInfo, Event, iso, new_id
 from ongrid_skills.store import Store
 from ongrid_skills.store.leases import unheld
@@ -77,10 +79,17 @@ class RunRecord:
 
 @dataclass(frozen=True, slots=True)
 class StoredMessage:
+    """One stored transcript entry: ``role`` is its part's kind, ``content`` its fields."""
+
     seq: int
     role: str
     content: dict[str, Any]
     created_at: float
+
+    @property
+    def part(self) -> Part:
+        """The entry as its typed part (:mod:`ongrid_skills.agent.transcript`)."""
+        return part_of(self.role, self.content)
 
     def to_dict(self) -> dict[str, Any]:
         return {"seq": self.seq, "role": self.role, **self.content, "ts": iso(self.created_at)}
@@ -190,15 +199,15 @@ class RunStore:
         return True
 
     # ---- transcript ------------------------------------------------------------------------
-    def add_message(self, run_id: str, seq: int, role: str, content: dict[str, Any]) -> None:
+    def add_message(self, run_id: str, seq: int, part: Part) -> None:
         with self.store.tx() as conn:
             conn.execute(
                 _MESSAGES.insert(),
                 {
                     "run_id": run_id,
                     "seq": seq,
-                    "role": role,
-                    "content": content,
+                    "role": part.kind,
+                    "content": part_content(part),
                     "created_at": time.time(),
                 },
             )

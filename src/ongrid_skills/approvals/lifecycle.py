@@ -63,6 +63,7 @@ class Lifecycle:
         except Conflict:
             return
         execution.args = approval.args  # the frozen args, exactly as signed
+        execution.credentials = approval.credentials  # and the credentials it was signed with
         execution.status = Status.RUNNING
         with self.store.tx() as conn:
             claimed = self.store.executions.claim(
@@ -80,7 +81,12 @@ class Lifecycle:
                 "manager",
                 "execution.started",
                 execution.id,
-                {"skill": skill.name, "approval_id": approval.id, "args": approval.args},
+                {
+                    "skill": skill.name,
+                    "approval_id": approval.id,
+                    "args": approval.args,
+                    **({"credentials": approval.credentials} if approval.credentials else {}),
+                },
             )
         timeline = self.hub.open(execution.id)
         if not timeline.events:

@@ -318,7 +318,9 @@ def open_credentials(settings: Settings, repo: CredentialRepo) -> Credentials:
         repo,
         data_dir=settings.data_dir,
         key_file=settings.credentials_key_file,
-        rules=SourceRules(settings.credential_file_roots, settings.credential_commands),
+        rules=SourceRules(
+            settings.credential_file_roots, settings.credential_commands, settings.credential_env
+        ),
         runtime_dir=settings.credentials_runtime_dir,
     )
 

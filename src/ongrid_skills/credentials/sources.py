@@ -7,10 +7,12 @@ given                                      read at call time
 =========================================  ===============================================
 a value (stdin, a file: never argv)        ``{"sealed": "v1:…"}``, opened with the key
 ``file:/run/secrets/token``                the file, under ``ONGRID_CREDENTIAL_FILE_ROOTS``
-``env:VAULT_TOKEN``                        a variable of the manager's environment
-``command:vault kv get -field=t ops/x``    the stdout of a command named in the operator's
-                                           ``ONGRID_CREDENTIAL_COMMANDS`` (argv, no shell),
-                                           its arguments appended
+                                           (links resolved before the check)
+``env:DB_PASSWORD``                        a variable of the manager's environment that
+                                           ``ONGRID_CREDENTIAL_ENV`` lists
+``command:db-password``                    the stdout of a command named in the operator's
+                                           ``ONGRID_CREDENTIAL_COMMANDS`` (its whole argv, no
+                                           shell; no argument comes from the reference)
 =========================================  ===============================================
 
 Each read is bounded (64 KiB, 10 s for a command) and must give at least
@@ -24,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -46,6 +47,17 @@ class SourceRules:
 
     file_roots: tuple[str, ...] = DEFAULT_FILE_ROOTS
     commands: Mapping[str, tuple[str, ...]] | None = None
+    env_names: tuple[str, ...] = ()
+
+
+def resolved_file(path: str, rules: SourceRules) -> str | None:
+    """``path`` with its links resolved, when that lies under a root (resolved too); else
+    None. A link inside a root that leads out of it (``root/etc -> /etc``) does not pass."""
+    real = os.path.realpath(path)
+    for root in rules.file_roots:
+        if is_within(real, os.path.realpath(root)):
+            return real
+    return None
 
 
 def too_short(value: str) -> str | None:
@@ -66,7 +78,7 @@ def parse_reference(field: str, text: str, rules: SourceRules) -> dict[str, Any]
     if not sep or kind not in KINDS or not rest:
         # Never quote the text: a reference box is where a value gets pasted by mistake.
         raise InvalidRequest(
-            f"field {field}: a reference is file:/path, env:NAME or command:NAME [ARGS] "
+            f"field {field}: a reference is file:/path, env:NAME or command:NAME "
             "(for a value itself, give it as a value)"
         )
     source: dict[str, Any]
@@ -74,12 +86,15 @@ def parse_reference(field: str, text: str, rules: SourceRules) -> dict[str, Any]
         source = {"file": rest}
     elif kind == "env":
         source = {"env": rest}
+    elif any(c.isspace() for c in rest):
+        # The operator's configuration holds the whole command line: an admin who could add
+        # arguments could point the operator's tool elsewhere (-address=…) or ask it for more.
+        raise InvalidRequest(
+            f"field {field}: command: names one of the operator's commands, with no arguments "
+            "(ONGRID_CREDENTIAL_COMMANDS holds each whole command line)"
+        )
     else:
-        try:
-            words = shlex.split(rest)
-        except ValueError:
-            raise InvalidRequest(f"field {field}: the command's quoting is unbalanced") from None
-        source = {"command": words[0], "args": words[1:]}
+        source = {"command": rest}
     problem = reference_problem(source, rules)
     if problem is not None:
         raise InvalidRequest(f"field {field}: {problem}")
@@ -87,28 +102,32 @@ def parse_reference(field: str, text: str, rules: SourceRules) -> dict[str, Any]
 
 
 def reference_problem(source: Mapping[str, Any], rules: SourceRules) -> str | None:
-    """Why the operator's rules refuse this reference, or None."""
+    """Why the operator's rules refuse this reference, or None. The reference's own text is
+    never repeated (a value may have been pasted in its place); the operator's rules are."""
     if "file" in source:
         path = source["file"]
         if not isinstance(path, str) or not os.path.isabs(path):
             return "file: needs an absolute path"
-        if not any(is_within(os.path.normpath(path), root) for root in rules.file_roots):
+        if resolved_file(path, rules) is None:
             roots = ", ".join(rules.file_roots) or "none"
             return (
-                f"file {path} is outside the credential file roots ({roots}; "
-                "ONGRID_CREDENTIAL_FILE_ROOTS)"
+                "the file: path (its links resolved) is outside the credential file roots "
+                f"({roots}; ONGRID_CREDENTIAL_FILE_ROOTS)"
             )
     elif "env" in source:
-        name = source["env"]
-        if not isinstance(name, str) or not name or name.startswith("ONGRID_"):
-            return "env: names a variable of the manager's environment (never an ONGRID_ one)"
+        if source["env"] not in rules.env_names:
+            known = ", ".join(rules.env_names) or "none"
+            return (
+                "env: names a variable the operator lets credentials read "
+                f"(ONGRID_CREDENTIAL_ENV: {known})"
+            )
     elif "command" in source:
         commands = rules.commands or {}
-        if source["command"] not in commands:
+        if source["command"] not in commands or source.get("args"):
             known = ", ".join(sorted(commands)) or "none configured"
             return (
-                f"command {source['command']!r} is not one the operator configured "
-                f"(ONGRID_CREDENTIAL_COMMANDS: {known})"
+                "command: names one of the commands the operator configured, with no "
+                f"arguments (ONGRID_CREDENTIAL_COMMANDS: {known})"
             )
     elif "sealed" not in source:
         return "unknown source"
@@ -135,16 +154,16 @@ async def read_value(
         except SealError as exc:
             raise CredentialUnreadable(str(exc)) from None
     elif "file" in source:
-        value = _read_file(where, source["file"])
+        value = _read_file(where, resolved_file(source["file"], rules) or "")
     elif "env" in source:
         found = os.environ.get(source["env"])
         if found is None:
             raise CredentialUnreadable(
-                f"{where}: ${source['env']} is not set in the manager's environment"
+                f"{where}: its variable is not set in the manager's environment"
             )
         value = found
     else:
-        argv = [*(rules.commands or {})[source["command"]], *source.get("args", [])]
+        argv = list((rules.commands or {})[source["command"]])
         value = await _run(where, argv)
     problem = too_short(value)
     if problem is not None:
@@ -167,15 +186,16 @@ def _read_file(where: str, path: str) -> str:
     try:
         raw = read_regular(path, MAX_VALUE_BYTES + 1)
     except NotRegularFile:
-        raise CredentialUnreadable(f"{where}: {path} is not a regular file") from None
+        raise CredentialUnreadable(f"{where}: its file is not a regular file") from None
     except OSError as exc:
-        raise CredentialUnreadable(f"{where}: cannot read {path}: {exc.strerror or exc}") from None
+        why = exc.strerror or type(exc).__name__
+        raise CredentialUnreadable(f"{where}: its file cannot be read ({why})") from None
     if len(raw) > MAX_VALUE_BYTES:
-        raise CredentialUnreadable(f"{where}: {path} is larger than {MAX_VALUE_BYTES} bytes")
+        raise CredentialUnreadable(f"{where}: its file is larger than {MAX_VALUE_BYTES} bytes")
     try:
         return raw.decode().removesuffix("\n")
     except UnicodeDecodeError:
-        raise CredentialUnreadable(f"{where}: {path} is not UTF-8 text") from None
+        raise CredentialUnreadable(f"{where}: its file is not UTF-8 text") from None
 
 
 async def _run(where: str, argv: list[str]) -> str:

@@ -1,6 +1,8 @@
 """The served application: one ASGI app for ``serve`` — the REST door (``/v1``, its OpenAPI
 document and ``/metrics``), MCP over streamable HTTP at ``/mcp`` (both behind the REST door's
-token gate), and the web console at every other path, with the manager opened by the runtime.
+token gate), and the web console at every other path, with the manager opened by the runtime
+and the agent service beside it (``state.agents`` of both apps: every door drives and follows
+agent runs through that one service).
 
 This is the one module that composes doors; the doors themselves never import each other.
 """
@@ -13,6 +15,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ongrid_skills.agent import open_agents
 from ongrid_skills.doors.pack_changes import upload_limit
 from ongrid_skills.doors.rest import build_rest_app
 from ongrid_skills.doors.rest.auth import Authenticator
@@ -55,7 +58,10 @@ def create_app(
             async with (
                 reload_triggers(manager, settings, watch_files=watch),
                 app.state.mcp.run(),
+                open_agents(manager) as agents,  # closed first: its runs stop before the rest
             ):
+                app.state.agents = agents
+                web.state.agents = agents
                 yield
 
     app = build_rest_app(lifespan, upload_limit=upload_limit(settings))

@@ -32,6 +32,8 @@ MIN_SECRET_LENGTH = 6
 MASK = "***"
 _MASK_BYTES = MASK.encode()
 _PERCENT = re.compile(r"%[0-9A-F]{2}")
+_HTML = re.compile(r"[&<>]")
+_UNICODE = re.compile(r"\\u[0-9a-f]{4}")
 
 
 def _base64_forms(raw: bytes) -> set[bytes]:
@@ -48,20 +50,39 @@ def _base64_forms(raw: bytes) -> set[bytes]:
     return forms
 
 
+def _json_forms(secret: str) -> set[str]:
+    """The value inside a JSON string as common encoders write it: Python's (ASCII or not),
+    with ``\\/`` (PHP), with ``&<>`` as ``\\u0026`` (Go), with upper-case hex (.NET)."""
+    forms = {json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1]}
+    for form in list(forms):
+        forms.add(form.replace("/", "\\/"))
+        forms.add(_HTML.sub(lambda m: f"\\u{ord(m.group(0)):04x}", form))
+        forms.add(_UNICODE.sub(lambda m: m.group(0).upper().replace("\\U", "\\u"), form))
+    return forms
+
+
 def forms_of(secret: str) -> set[bytes]:
-    """Every form of ``secret`` that is masked, as bytes.
+    """Every form of ``secret`` that is masked, as bytes. A value on several lines (a key, a
+    kubeconfig) is also masked line by line: output is read a line at a time.
 
     >>> sorted(f.decode() for f in forms_of("p@ss/wörd"))[:4]
-    ['cEBzcy93w7ZyZA', 'p%40ss%2Fw%C3%B6rd', 'p%40ss%2fw%c3%b6rd', 'p%40ss/w%C3%B6rd']
+    ['BAc3Mvd8O2cm', 'cEBzcy93w7ZyZ', 'p%40ss%2Fw%C3%B6rd', 'p%40ss%2fw%c3%b6rd']
     """
-    forms = {secret}
-    forms.add(json.dumps(secret)[1:-1])
-    forms.add(json.dumps(secret, ensure_ascii=False)[1:-1])
-    for encoded in (quote(secret, safe=""), quote(secret), quote_plus(secret)):
+    forms = {secret} | _json_forms(secret)
+    for encoded in (
+        quote(secret, safe=""),
+        quote(secret),
+        quote_plus(secret),
+        quote(secret, safe="!'()*~"),  # JavaScript's encodeURIComponent
+    ):
         forms.add(encoded)
         forms.add(_PERCENT.sub(lambda m: m.group(0).lower(), encoded))
     found = {form.encode() for form in forms if form}
     found |= _base64_forms(secret.encode())
+    if "\n" in secret:
+        for piece in (line.strip() for line in secret.splitlines()):
+            if len(piece) >= MIN_SECRET_LENGTH:
+                found |= forms_of(piece)
     return found
 
 
@@ -118,13 +139,14 @@ class Masker:
                 return head[:keep]
         return head
 
-    def tail(self, data: bytes, limit: int) -> bytes:
-        """The last ``limit`` bytes of masked ``data``, without the end of a form at the cut."""
+    def tail(self, data: bytes, limit: int, *, cut: bool = False) -> bytes:
+        """The last ``limit`` bytes of masked ``data``, without the end of a form at its start:
+        ``data`` may itself start inside a value (``cut``: it is the end of a longer output)."""
         masked = self.mask(data)
-        if len(masked) <= limit:
+        if len(masked) <= limit and not cut:
             return masked
         tail = masked[-limit:]
-        for drop in range(min(self._longest, limit), 0, -1):
+        for drop in range(min(self._longest, len(tail)), 0, -1):
             if any(form.endswith(tail[:drop]) for form in self._forms):
                 return tail[drop:]
         return tail

@@ -143,6 +143,17 @@ async def grant_for(skill: Skill, execution: Execution, grants: Grants | None) -
     if found is None:
         return None
     grant, slots = found
+    expected = execution.credentials
+    if expected is not None and expected != slots:  # rebound since it was admitted or signed
+        grants.release(grant)
+        execution.status = Status.FAILED
+        execution.error = ErrorInfo(
+            "credentials_changed",
+            f"a credential slot of {skill.name} was rebound after the call was admitted "
+            "(or approved): not run",
+        )
+        execution.finished_at = time.time()
+        return None
     execution.credentials = dict(slots)
     return grant
 

@@ -36,6 +36,7 @@ class StderrTimeline:
         "_sent",
         "_skipping",
         "_tail",
+        "_trimmed",
     )
 
     def __init__(self, emit: EventSink, masker: Masker | None = None) -> None:
@@ -45,6 +46,7 @@ class StderrTimeline:
         self._masker = masker
         # The tail keeps the longest secret form more: masked, then cut to 4 KiB.
         self._keep = TAIL_BYTES + (masker.longest if masker is not None else 0)
+        self._trimmed = False  # bytes were dropped from the front of the tail
         self._buf = bytearray()
         self._tail = bytearray()
         self._skipping = False
@@ -57,6 +59,7 @@ class StderrTimeline:
         self._tail += chunk
         if len(self._tail) > self._keep:
             del self._tail[: -self._keep]
+            self._trimmed = True
         start = 0
         while True:
             nl = chunk.find(b"\n", start)
@@ -90,7 +93,8 @@ class StderrTimeline:
         """The last 4 KiB of stderr as received (decoded leniently), secrets masked."""
         if self._masker is None:
             return self._tail.decode("utf-8", "replace")
-        return self._masker.tail(bytes(self._tail), TAIL_BYTES).decode("utf-8", "replace")
+        tail = self._masker.tail(bytes(self._tail), TAIL_BYTES, cut=self._trimmed)
+        return tail.decode("utf-8", "replace")
 
     def _cut(self, line: bytes) -> bytes:
         """The first 8 KiB of a line too long (masked first: a secret cut in two would leak)."""
@@ -98,7 +102,7 @@ class StderrTimeline:
 
     def _line(self, raw: bytes, truncated: bool = False) -> None:
         if self._masker is not None and not truncated:
-            raw = self._masker.mask(raw)
+            raw = _masked_line(self._masker, raw)
         if raw.endswith(b"\r"):
             raw = raw[:-1]
         if self._exhausted:
@@ -120,6 +124,21 @@ class StderrTimeline:
         if truncated:
             data["truncated"] = True
         self._emit(Event("stderr", data))
+
+
+def _masked_line(masker: Masker, raw: bytes) -> bytes:
+    """A line with the call's secrets masked; a JSON line is also decoded and its strings
+    masked (an encoder may escape any character as ``\\uXXXX``: no byte search sees those)."""
+    masked = masker.mask(raw)
+    if masked[:1] in (b"{", b"["):
+        try:
+            value = json.loads(masked)
+        except (ValueError, RecursionError):
+            return masked
+        value, changed = masker.mask_value(value)
+        if changed:
+            return json.dumps(value, ensure_ascii=False).encode()
+    return masked
 
 
 def _progress(raw: bytes) -> dict[str, Any] | None:

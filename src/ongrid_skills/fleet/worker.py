@@ -393,6 +393,8 @@ class Worker:
             execution.status, execution.finished_at = Status.INVALID_ARGS, time.time()
             return False
         async with self.slots:
+            if skill.credentials:  # the names signed for, checked again once the call may run
+                execution.credentials = dict(call.credentials)
             grant = await grant_for(skill, execution, self.credentials)  # read now, on this host
             if skill.credentials and grant is None:
                 return False

@@ -85,6 +85,7 @@ class Persona:
             "model": self.model,
             "critical_reminder": self.critical_reminder,
             "origin": self.origin,
+            "source": "file" if self.origin not in ("bundled", "stored") else self.origin,
             "extra": self.extra,
         }
 

@@ -96,6 +96,18 @@ class Registry:
             inherit=inherit,
         )
 
+    def with_personas(self, personas: Mapping[str, Persona]) -> Registry:
+        """This snapshot with other ``personas`` (the stored ones merged in): its skills and
+        their serialised summaries kept."""
+        return Registry(
+            self._skills,
+            personas,
+            self.report,
+            self.config,
+            self.pack_roots,
+            inherit=self,
+        )
+
     def __len__(self) -> int:
         return len(self._skills)
 

@@ -20,6 +20,7 @@ from ongrid_skills.store.connection import Database, open_database
 from ongrid_skills.store.credentials import CredentialRepo
 from ongrid_skills.store.executions import ExecutionRepo
 from ongrid_skills.store.leases import LeaseRepo
+from ongrid_skills.store.personas import PersonaRepo
 from ongrid_skills.store.sessions import SessionRepo
 from ongrid_skills.store.tokens import TokenRepo
 
@@ -29,8 +30,8 @@ if TYPE_CHECKING:
 
 class Store:
     """The repositories over one :class:`Database`: ``executions``, ``approvals``, ``audit``,
-    ``tokens``, ``sessions``, ``leases``, ``credentials``; ``tx()`` and ``read()`` are the
-    database's."""
+    ``tokens``, ``sessions``, ``leases``, ``credentials``, ``personas``; ``tx()`` and
+    ``read()`` are the database's."""
 
     def __init__(self, db: Database, audit: AuditLog) -> None:
         self.db = db
@@ -43,6 +44,7 @@ class Store:
         self.sessions = SessionRepo(db, self.audit)
         self.leases = LeaseRepo(db)
         self.credentials = CredentialRepo(db, self.audit)
+        self.personas = PersonaRepo(db, self.audit)
 
     @contextmanager
     def tx(self) -> Iterator[Connection]:

@@ -300,4 +300,19 @@ class CredentialBindingRow(Base):
     bound_at: Mapped[float] = mapped_column(Float)
 
 
+class PersonaRow(Base):
+    """A persona written at run time (migration 0009): its document, the persona file's fields
+    in JSON with ``prompt`` (skills/persona_doc.py). The ``personas_generation`` record of
+    ``settings`` changes with every change of this table (how replicas notice one)."""
+
+    __tablename__ = "personas"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    document: Mapped[Any] = mapped_column(JSON)
+    created_by: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_by: Mapped[str | None] = mapped_column(String(128))
+    updated_at: Mapped[float | None] = mapped_column(Float)
+
+
 Index("ix_executions_status_created", ExecutionRow.status, ExecutionRow.created_at)

@@ -10,6 +10,7 @@ from typing import ClassVar
 
 from tests.support.cli import run_cli
 from tests.support.http import QuietHandler, serve
+from tests.support.leaks import files_holding
 from tests.support.skills import write_skill
 
 SECRET = "s3cr3t-value-from-stdin"
@@ -42,9 +43,7 @@ def test_create_reads_the_value_from_stdin_and_list_never_shows_it(tmp_path: Pat
     assert SECRET not in listed.stdout + listed.stderr + created.stdout + created.stderr
     table = cli(tmp_path, "credentials", "list")
     assert "github" in table.stdout
-    for path in (tmp_path / "data").rglob("*"):
-        if path.is_file():
-            assert SECRET.encode() not in path.read_bytes(), path
+    assert files_holding(tmp_path / "data", SECRET) == []
 
 
 def test_a_value_is_never_taken_from_the_command_line(tmp_path: Path) -> None:
@@ -139,9 +138,7 @@ def test_a_local_run_calls_an_api_with_its_token_and_prints_it_nowhere(tmp_path:
     assert execution["credentials"] == {"api": "github"}
     assert SECRET not in done.stdout + done.stderr
     assert not Path(execution["result"]["dir"]).exists()  # removed once the call ended
-    for path in (tmp_path / "data").rglob("*"):
-        if path.is_file():
-            assert SECRET.encode() not in path.read_bytes(), path
+    assert files_holding(tmp_path / "data", SECRET) == []
 
 
 def test_a_local_run_of_a_skill_with_an_unbound_slot_is_refused(tmp_path: Path) -> None:

@@ -100,7 +100,7 @@ def test_an_admin_creates_rotates_and_deletes_and_sees_no_value(
                 field_0="token",
                 value_0=SECRET,
                 field_1="kube",
-                reference_1="env:KUBECONFIG_FOR_TESTS",
+                reference_1="file:/run/secrets/kubeconfig",
             ),
         )
         assert made.status_code == 303
@@ -109,9 +109,9 @@ def test_an_admin_creates_rotates_and_deletes_and_sees_no_value(
         shown.append(page)
         assert "Created ops-api: its values are sealed" in page.text
         card = page.text[page.text.index('id="credential-ops-api"') :]
-        assert re.search(r"<code>kube</code> <span class=\"kind\">env</span>", card)
+        assert re.search(r"<code>kube</code> <span class=\"kind\">file</span>", card)
         assert re.search(r"<code>token</code> <span class=\"kind\">stored</span>", card)
-        assert "env:KUBECONFIG_FOR_TESTS" not in page.text  # a reference's text is not shown
+        assert "/run/secrets/kubeconfig" not in page.text  # a reference's text is not shown
 
         rotated = admin.post(
             "/credentials/ops-api/rotate",

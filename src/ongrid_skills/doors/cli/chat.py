@@ -1,8 +1,10 @@
 """``ongrid-skills chat``: the agent kernel in the terminal (SPEC §8, docs/agent.md).
 
 Interactive by default (one conversation, a prompt per message); ``-m TEXT`` is the one-shot form
-for scripts: the final answer on stdout (``--json``: the whole run with its transcript). Tool
-calls, their stderr lines and progress are shown live on stderr. When a human is at the terminal
+for scripts: the final answer on stdout (``--json``: the whole run with its transcript). The
+terminal reads the run's typed events as every door does (``AgentService.follow``): the answer is
+streamed from its ``text_delta`` events (interactive mode); tool calls, their stderr lines and
+progress are shown live on stderr. When a human is at the terminal
 (stdin is a tty), a call that needs one confirmation (mutating, or ``confirmation: required``)
 is asked inline, ``[y/N]``, and a yes is that human's confirmation; otherwise — and always for
 dangerous calls — the request goes to the approval inbox and the run waits for its decision.
@@ -24,13 +26,12 @@ import click
 
 from ongrid_skills.doors.cli.eventloop import run_until_done
 from ongrid_skills.errors import SkillError
-from ongrid_skills.execution.records import Event
 from ongrid_skills.governance.principal import Principal, local_user
 from ongrid_skills.settings import LLM_PROVIDERS, Settings
 from ongrid_skills.types import Role
 
 if TYPE_CHECKING:
-    from ongrid_skills.agent import AgentRun, RunRecord
+    from ongrid_skills.agent import AgentService, RunEvent, RunRecord, ToolOutput
     from ongrid_skills.doors.cli.context import Context
     from ongrid_skills.skills.model import Skill
 
@@ -104,19 +105,23 @@ async def _chat(
     async with open_manager(settings, loader_sink=obj.loader_line) as manager:
         obj.loaded(manager.registry)
         service = AgentService(manager)
-        run: AgentRun | None = None
+        run_id: str | None = None
 
-        def open_run() -> AgentRun:
-            created = service.create(persona, human, model=model, confirm=confirm)
-            created.listeners.append(view.event)
-            created.on_text = view.text
-            return created
+        async def say(text: str) -> RunRecord:
+            """One message to the run (the first one starts it), its events shown as they come."""
+            nonlocal run_id
+            if run_id is None:
+                run_id = service.start(persona, human, text, model=model, confirm=confirm).id
+                after = 0
+            else:
+                after = service.runs.last_event_seq(run_id)
+                service.send(run_id, text, human, confirm=confirm)
+            return await follow(service, run_id, after, view)
 
         try:
             if message is not None:
-                run = open_run()
-                record = await run.send(message)
-                return _report(record, service.body(run.id) if as_json else None, view)
+                record = await say(message)
+                return _report(record, service.body(record.id) if as_json else None, view)
             manager.registry.persona(persona)  # an unknown persona fails before the prompt
             last: RunRecord | None = None
             while True:
@@ -125,15 +130,23 @@ async def _chat(
                     break
                 if not text.strip():
                     continue
-                run = run or open_run()
-                last = await run.send(text)
+                last = await say(text)
                 view.end_of_answer(last)
-            if run is not None and as_json:
-                click.echo(json.dumps(service.body(run.id), ensure_ascii=False))
+            if run_id is not None and as_json:
+                click.echo(json.dumps(service.body(run_id), ensure_ascii=False))
             return EXIT_OK if last is None or last.status.value == "done" else EXIT_FAILED
         except SkillError as exc:
             click.echo(f"ongrid-skills: {exc.message}", err=True)
             return EXIT_USAGE if exc.code in ("not_found", "invalid_request") else EXIT_FAILED
+        finally:
+            await service.close()  # Ctrl-C: the run is interrupted, its requests withdrawn
+
+
+async def follow(service: AgentService, run_id: str, after: int, view: Terminal) -> RunRecord:
+    """Show the run's events after number ``after`` until its ``done``; then the run."""
+    async for _seq, event in service.follow(run_id, after):
+        view.event(event)
+    return await service.finished(run_id)
 
 
 def _report(record: RunRecord, body: dict[str, Any] | None, view: Terminal) -> int:
@@ -175,7 +188,7 @@ class Terminal:
 
     def text(self, delta: str) -> None:
         """Stream a piece of the model's answer to stdout (interactive mode only)."""
-        if self.interactive:
+        if self.interactive and delta:
             if not self.streamed:
                 click.echo(click.style("agent> ", bold=True), nl=False)
             self.streamed = True
@@ -187,46 +200,53 @@ class Terminal:
             click.echo("")
             self.streamed = False
 
-    def event(self, event: Event) -> None:
-        """Show one run event on stderr: tool calls, their stderr and progress, approvals."""
-        data = event.data
-        kind = event.type
-        if kind == "message" and data.get("role") == "assistant":
+    def event(self, event: RunEvent) -> None:
+        """Show one run event: the answer's text as it streams (stdout), tool calls, their
+        stderr and progress, approvals (stderr)."""
+        from ongrid_skills import agent as a  # noqa: PLC0415 - loaded by the command already
+
+        if isinstance(event, a.TextDelta):
+            self.text(event.text)
+        elif isinstance(event, a.Said) and event.role == "assistant":
             self._newline()
-        elif kind == "tool_start":
+        elif isinstance(event, a.ToolStarted):
             self._newline()
-            args = data.get("args")
+            args = event.args
             shown = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
-            click.echo(click.style(f"⚙ {data['tool']} {_cut(shown, 300)}", fg="cyan"), err=True)
-        elif kind == "stderr":
+            click.echo(click.style(f"⚙ {event.tool} {_cut(shown, 300)}", fg="cyan"), err=True)
+        elif isinstance(event, a.ToolOutput):
+            self.output(event)
+        elif isinstance(event, a.ApprovalPending):
+            approval = event.approval_id
+            click.echo(
+                click.style(
+                    f"⏸ {event.tool} waits for approval {approval} "
+                    f"({event.signatures_required} signature(s)): "
+                    f"ongrid-skills approvals approve {approval}",
+                    fg="yellow",
+                ),
+                err=True,
+            )
+        elif isinstance(event, a.ToolEnded):
+            if event.status == "succeeded":
+                line = click.style(f"✓ {event.tool} ({event.duration_ms} ms) ", fg="green")
+            else:
+                line = click.style(f"✗ {event.tool} {event.status} ", fg="red")
+            preview = click.style(_cut(event.content, 200), dim=True)
+            click.echo(line + preview, err=True)
+
+    def output(self, event: ToolOutput) -> None:
+        """A running call's stderr line or progress report (a ``ToolOutput``), dimmed."""
+        data = event.data
+        if event.kind == "stderr":
             click.echo(click.style(f"  │ {data.get('line', '')}", dim=True), err=True)
-        elif kind == "progress":
+        elif event.kind == "progress":
             total = data.get("total")
             amount = (
                 f"{data.get('progress')}/{total}" if total is not None else data.get("progress")
             )
             line = f"  │ [progress {amount}] {data.get('message', '')}".rstrip()
             click.echo(click.style(line, dim=True), err=True)
-        elif kind == "approval_pending":
-            approval = data.get("approval_id")
-            click.echo(
-                click.style(
-                    f"⏸ {data['tool']} waits for approval {approval} "
-                    f"({data.get('signatures_required')} signature(s)): "
-                    f"ongrid-skills approvals approve {approval}",
-                    fg="yellow",
-                ),
-                err=True,
-            )
-        elif kind == "tool_end":
-            status = data.get("status")
-            ms = data.get("duration_ms")
-            if status == "succeeded":
-                line = click.style(f"✓ {data['tool']} ({ms} ms) ", fg="green")
-            else:
-                line = click.style(f"✗ {data['tool']} {status} ", fg="red")
-            preview = click.style(_cut(str(data.get("content", "")), 200), dim=True)
-            click.echo(line + preview, err=True)
 
     def end_of_answer(self, record: RunRecord) -> None:
         """End the streamed answer's line; say why when the run did not end ``done``."""

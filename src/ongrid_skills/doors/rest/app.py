@@ -25,6 +25,7 @@ from ongrid_skills.doors.rest.hosts import router as hosts_router
 from ongrid_skills.doors.rest.json_bodies import RefuseDuplicateKeys
 from ongrid_skills.doors.rest.pack_routes import PACKS_PATH
 from ongrid_skills.doors.rest.pack_routes import router as pack_router
+from ongrid_skills.doors.rest.persona_routes import router as persona_router
 from ongrid_skills.doors.rest.routes import router
 
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
@@ -55,6 +56,7 @@ def build_rest_app(lifespan: Lifespan, *, upload_limit: int = errors.MAX_BODY_BY
     app.include_router(pack_router)
     app.include_router(hosts_router)
     app.include_router(credential_router)
+    app.include_router(persona_router)
     return app
 
 

@@ -22,6 +22,7 @@ from ongrid_skills import feeds, toolspec
 from ongrid_skills.doors.rest.auth import request_principal
 from ongrid_skills.doors.rest.bodies import DecisionBody, ExecuteBody
 from ongrid_skills.doors.rest.errors import responses
+from ongrid_skills.doors.rest.persona_routes import persona_body
 from ongrid_skills.errors import InvalidRequest
 from ongrid_skills.execution.records import Event, Execution, Status
 from ongrid_skills.governance.gate import offered, require_role
@@ -288,11 +289,8 @@ async def list_personas(manager: Mgr, _caller: Caller) -> dict[str, Any]:
 
 @router.get("/v1/personas/{name}", responses=responses(404))
 async def get_persona(name: str, manager: Mgr, _caller: Caller) -> dict[str, Any]:
-    persona = manager.registry.persona(name)
-    body = persona.summary()
-    body["prompt"] = persona.prompt
-    body["offered"] = [s.name for s in manager.registry.list(keep=lambda s: offered(s, persona))]
-    return body
+    registry = manager.registry
+    return persona_body(registry, registry.persona(name))
 
 
 @router.get("/v1/personas/{name}/tools", responses=responses(404))

@@ -8,10 +8,11 @@ One module per concept: ``app`` (assembly), ``security`` (headers, same-origin, 
 routes), ``live`` (event streams of the live parts), ``runform`` (a schema → form fields and
 back), ``run`` (the run form and its confirmation), ``execution_page`` (an execution's page and
 its cancel), ``approvals`` and ``approval_cards`` (the approvals inbox), ``history`` (executions,
-audit), ``hosts`` (the edge workers), ``personas``, ``agent_runs``, ``packs`` and
-``pack_views`` (the packs page: admins only), ``credentials`` and ``credential_views`` (the
-credentials page and the binders of skill and pack pages: admins only). It never imports
-another door (what it shares with REST about packs is ``doors.pack_changes``).
+audit), ``hosts`` (the edge workers), ``personas``, ``persona_editor`` (stored personas: admins
+only), ``agent_runs``, ``packs`` and ``pack_views`` (the packs page: admins only),
+``credentials`` and ``credential_views`` (the credentials page and the binders of skill and pack
+pages: admins only). It never imports another door (what it shares with REST about packs is
+``doors.pack_changes``).
 """
 
 from ongrid_skills.doors.web.app import build_web_app

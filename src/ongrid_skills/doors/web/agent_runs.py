@@ -1,8 +1,9 @@
 """Agent runs: ``/agent/runs`` (newest first, by status) and a run's page with its transcript.
 
 The rules of ``GET /v1/agent/runs`` and ``GET /v1/agent/runs/{id}``: any logged-in principal
-may read them. Runs and transcripts are read from the store (``agent.runs.RunStore``), so a run
-driven by another replica reads the same. The transcript is shown as stored: each user message,
+may read them. Runs and transcripts are asked of the app's agent service (``state.agents``, the
+one REST asks), which reads them from the store, so a run driven by another replica reads the
+same. The transcript is shown as stored: each user message,
 each model reply with the tool calls it asked for (their arguments as the model wrote them), each
 tool result exactly as the model received it, and each call that waits for an approval.
 """
@@ -16,12 +17,19 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
-from ongrid_skills.agent.runs import RunStatus, RunStore, StoredMessage
-from ongrid_skills.doors.web.sessions import Session, manager_of
+from ongrid_skills.agent import AgentService
+from ongrid_skills.agent.runs import RunStatus, StoredMessage
+from ongrid_skills.doors.web.sessions import Session
 from ongrid_skills.doors.web.templates import render
-from ongrid_skills.errors import InvalidRequest, NotFound
+from ongrid_skills.errors import InvalidRequest
 
 router = APIRouter()
+
+
+def agents_of(request: Request) -> AgentService:
+    """The served app's agent service (opened beside the manager in the shared lifespan)."""
+    agents: AgentService = request.app.state.agents
+    return agents
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +78,7 @@ async def agent_runs(
 ) -> Response:
     if status and status not in {s.value for s in RunStatus}:
         raise InvalidRequest(f"unknown status {status!r}")
-    runs = RunStore(manager_of(request).store).page(status=status or None, limit=limit)
+    runs = agents_of(request).runs.page(status=status or None, limit=limit)
     return render(
         request,
         "agent_runs.html",
@@ -85,15 +93,13 @@ async def agent_runs(
 
 @router.get("/agent/runs/{run_id}")
 async def agent_run(request: Request, run_id: str, _session: Session) -> Response:
-    runs = RunStore(manager_of(request).store)
-    record = runs.get(run_id)
-    if record is None:
-        raise NotFound(f"unknown agent run {run_id!r}")
+    agents = agents_of(request)
+    record = agents.get(run_id)  # NotFound for an unknown run
     return render(
         request,
         "agent_run.html",
         section="agent",
         title=f"Agent run {run_id[:8]}",
         run=record,
-        entries=[entry(m) for m in runs.messages(run_id)],
+        entries=[entry(m) for m in agents.runs.messages(run_id)],
     )

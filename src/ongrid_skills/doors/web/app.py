@@ -23,6 +23,7 @@ from ongrid_skills.doors.web import (
     login,
     packs,
     pages,
+    persona_editor,
     personas,
     run,
 )
@@ -56,6 +57,7 @@ def build_web_app(settings: Settings) -> FastAPI:
     app.include_router(approvals.router)
     app.include_router(history.router)
     app.include_router(hosts.router)
+    app.include_router(persona_editor.router)  # before /personas/{name}: /personas/new
     app.include_router(personas.router)
     app.include_router(agent_runs.router)
     app.include_router(run.router)
