@@ -96,7 +96,9 @@ def test_every_persona_the_docs_name_is_shipped_or_bundled() -> None:
     shipped = {p.stem for p in EXAMPLE_PERSONAS.glob("*.md")} | {"default"}
     pattern = re.compile(r'(?:--persona[ =]|persona=|"persona": ")([a-z][a-z0-9_]*)\b')
     # A doc may create one first through the API: a request to /v1/personas whose body names it.
-    created = re.compile(r'-d \'\{"name": "([a-z][a-z0-9_]*)"[^\']*\'[^\n]*\n\s*[^\n]*/v1/personas\b')
+    created = re.compile(
+        r'-d \'\{"name": "([a-z][a-z0-9_]*)"[^\']*\'[^\n]*\n\s*[^\n]*/v1/personas\b'
+    )
     for doc in [*sorted((REPO / "docs").glob("*.md")), REPO / "README.md"]:
         text = doc.read_text(encoding="utf-8")
         made = set(created.findall(text))
