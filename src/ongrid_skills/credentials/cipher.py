@@ -20,7 +20,8 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from ongrid_skills.errors import ConfigError
-from ongrid_skills.paths import ExposedKeyFile, NotRegularFile, create_private_file, read_regular
+from ongrid_skills.paths import create_private_file
+from ongrid_skills.store.auditkey import read_key_file
 
 KEY_NAME = "credentials.key"
 KEY_BYTES = 32
@@ -91,15 +92,7 @@ def load_key(key_file: str | None, data_dir: str, *, create: bool) -> Credential
 
 
 def _read(path: str) -> bytes:
-    try:  # symlinks allowed: mounted secrets
-        raw = read_regular(path, 4096, key_file="credentials key file")
-    except NotRegularFile:
-        raise ConfigError(f"credentials key file {path} is not a regular file") from None
-    except ExposedKeyFile as exc:
-        raise ConfigError(str(exc)) from None
-    except OSError as exc:
-        raise ConfigError(f"credentials key file {path}: {exc.strerror}") from None
-    text = raw.strip()
+    text = read_key_file(path, "credentials key file").strip()
     try:  # hex text (as created here, or `openssl rand -hex 32`)
         return bytes.fromhex(text.decode("ascii"))
     except (UnicodeDecodeError, ValueError):

@@ -72,15 +72,21 @@ def load_sealer(key_file: str | None, data_dir: str, chain_key_id: str | None) -
     return Sealer(_read_key(path), path)
 
 
-def _read_key(path: str) -> bytes:
-    try:  # symlinks allowed: mounted secrets
-        raw = read_regular(path, 4096, key_file="audit key file")
+def read_key_file(path: str, what: str) -> bytes:
+    """The bytes of a key file (``what``: "audit key file"…), private to its owner and regular
+    (symlinks allowed: mounted secrets); a :class:`ConfigError` naming it otherwise."""
+    try:
+        return read_regular(path, 4096, key_file=what)
     except NotRegularFile:
-        raise ConfigError(f"audit key file {path} is not a regular file") from None
+        raise ConfigError(f"{what} {path} is not a regular file") from None
     except ExposedKeyFile as exc:
         raise ConfigError(str(exc)) from None
     except OSError as exc:
-        raise ConfigError(f"audit key file {path}: {exc.strerror}") from None
+        raise ConfigError(f"{what} {path}: {exc.strerror}") from None
+
+
+def _read_key(path: str) -> bytes:
+    raw = read_key_file(path, "audit key file")
     text = raw.strip()
     try:  # hex text (as created here, or `openssl rand -hex 32`), else raw bytes
         return bytes.fromhex(text.decode("ascii"))

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from ongrid_skills.credentials.service import Credentials
     from ongrid_skills.doors.cli.context import Context
     from ongrid_skills.store import Store
+    from ongrid_skills.store.credentials import CredentialInfo
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -141,20 +142,9 @@ def credentials() -> None:
 @click.argument("name")
 @_with_values
 @click.pass_context
-def create(
-    ctx: click.Context,
-    name: str,
-    value_fields: tuple[str, ...],
-    value_files: tuple[str, ...],
-    refs: tuple[str, ...],
-    as_json: bool,
-) -> None:
+def create(ctx: click.Context, /, name: str, **given: Any) -> None:
     """Create a credential; its values are sealed and never shown again."""
-    values = _values(value_fields, value_files, as_json)
-    try:
-        info = _service(ctx).create(name, values, _pairs("--ref", refs), _actor())
-    except SkillError as exc:
-        _fail(exc.message)
+    info = _change(ctx, "create", name, **given)
     click.echo(f"created {info.name} ({', '.join(sorted(info.sources))})", err=True)
 
 
@@ -162,21 +152,30 @@ def create(
 @click.argument("name")
 @_with_values
 @click.pass_context
-def rotate(
+def rotate(ctx: click.Context, /, name: str, **given: Any) -> None:
+    """New values (or references) for some fields; the next call uses them."""
+    _change(ctx, "rotate", name, **given)
+    click.echo(f"rotated {name}", err=True)
+
+
+def _change(
     ctx: click.Context,
+    verb: str,
     name: str,
+    *,
     value_fields: tuple[str, ...],
     value_files: tuple[str, ...],
     refs: tuple[str, ...],
     as_json: bool,
-) -> None:
-    """New values (or references) for some fields; the next call uses them."""
+) -> CredentialInfo:
+    """Create or rotate ``name`` with the values and references the options give."""
     values = _values(value_fields, value_files, as_json)
+    service = _service(ctx)
+    change = service.create if verb == "create" else service.rotate
     try:
-        _service(ctx).rotate(name, values, _pairs("--ref", refs), _actor())
+        return change(name, values, _pairs("--ref", refs), _actor())
     except SkillError as exc:
         _fail(exc.message)
-    click.echo(f"rotated {name}", err=True)
 
 
 @credentials.command("delete")
