@@ -145,7 +145,7 @@ export function mount(element) {
     box.append(head, block("Arguments", data.args ?? {}), stderr, progress);
     const holder = lastReply || reply || turn("assistant", "Agent");
     holder.append(box);
-    const parts = { box, status, stderr, progress, card: null };
+    const parts = { box, status, stderr, progress, card: null, ended: false };
     calls.set(data.call_id, parts);
     return parts;
   };
@@ -212,6 +212,7 @@ export function mount(element) {
     },
     tool_end: (data) => {
       const call = callOf(data);
+      call.ended = true;
       const ok = data.status === "succeeded";
       call.status.textContent = `${String(data.status ?? "").replaceAll("_", " ")} in ${seconds(data.duration_ms)}`;
       call.box.classList.toggle("is-error", !ok);
@@ -231,6 +232,10 @@ export function mount(element) {
     done: (data) => {
       reply = streaming = lastReply = null;
       const status = String(data.status ?? "").replaceAll("_", " ");
+      for (const call of calls.values()) {
+        if (!call.ended) call.status.textContent = `no result: the run ended ${status}`;
+        call.ended = true;
+      }
       const error = data.error ? `: ${data.error.code} ${data.error.message}` : "";
       say(`The run ended: ${status}${error}.`);
     },
