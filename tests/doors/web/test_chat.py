@@ -16,24 +16,10 @@ import pytest
 
 from tests.support.agent import MODEL
 from tests.support.browser import Console, console_server, csrf_of
+from tests.support.hostile import HOSTILE_TEXT, write_hostile_skill
 from tests.support.llm import API_KEY, FakeLLM, Reply, call
-from tests.support.skills import write_persona, write_skill
+from tests.support.skills import write_persona
 from tests.support.waiting import wait_for
-
-#: A model's text no page may turn into markup, with a terminal escape and a bidi override.
-HOSTILE_TEXT = '<img src=x onerror="alert(1)"><script>alert(2)</script>\x1b[31mred\u202eevil'
-#: A skill that prints markup, control characters and a huge JSON document.
-HOSTILE_SKILL = """#!/bin/sh
-cat >/dev/null
-printf '%s' '{"html": "<b>bold</b><script>alert(3)</script>", "esc": "\\u001b[2J", "rows": ['
-i=0
-while [ $i -lt 400 ]; do printf '{"n": %d, "host": "web-%d"},' $i $i; i=$((i+1)); done
-printf '{"n": -1}]}\\n'
-"""
-
-
-def more_skills(skills: Path) -> None:
-    write_skill(skills, "hostile_dump", HOSTILE_SKILL, description="Prints odd things.")
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +42,7 @@ def console(tmp_path_factory: pytest.TempPathFactory, fake: FakeLLM) -> Iterator
         "llm_timeout_seconds": 30,
         "persona_dirs": (str(base / "personas"), str(extra)),
     }
-    with console_server(base, more_skills=more_skills, **llm) as served:
+    with console_server(base, more_skills=write_hostile_skill, **llm) as served:
         yield served
 
 

@@ -24,6 +24,7 @@ from tests.support.browser import (
     screenshot,
     watched_page,
 )
+from tests.support.hostile import HOSTILE_TEXT, write_hostile_skill
 from tests.support.llm import API_KEY, FakeLLM, Reply, call
 from tests.support.skills import write_persona
 from tests.support.waiting import wait_for
@@ -51,7 +52,7 @@ def console(tmp_path_factory: pytest.TempPathFactory, fake: FakeLLM) -> Iterator
         "llm_timeout_seconds": 30,
         "persona_dirs": (str(base / "personas"), str(extra)),
     }
-    with console_server(base, **llm) as served:
+    with console_server(base, more_skills=write_hostile_skill, **llm) as served:
         yield served
 
 
@@ -92,7 +93,7 @@ def test_a_conversation_with_a_safe_a_confirmed_and_a_dual_signed_call(
     console: Console, browser: Browser, page_guard: PageGuard, fake: FakeLLM
 ) -> None:
     fake.add(
-        Reply("Looking at the host first.", [call("odd_text")]),
+        Reply(HOSTILE_TEXT, [call("hostile_dump")]),
         Reply("Restarting the cache.", [call("restart_cache")]),
         Reply("Now wiping the scratch disk.", [call("wipe_scratch")]),
         Reply("Done: the <b>cache</b> restarted and the scratch disk wiped."),
@@ -110,11 +111,21 @@ def test_a_conversation_with_a_safe_a_confirmed_and_a_dual_signed_call(
     chat = olga.locator('[data-part="chat-live"]')
     expect(chat).to_have_attribute("data-live", "ready")
 
-    # The safe call streams in, then the mutating one waits for her confirmation on its card.
-    expect(tool(olga, "odd_text").locator(".call-status")).to_have_text(
-        re.compile(r"^succeeded in \d+\.\d+ s$")
+    # The safe call streams in, its huge JSON folded and indented; what the model and the skill
+    # wrote is text, its control characters visible. Then the mutating call waits for her
+    # confirmation on its card.
+    dump = tool(olga, "hostile_dump")
+    expect(dump.locator(".call-status")).to_have_text(re.compile(r"^succeeded in \d+\.\d+ s$"))
+    fold = dump.locator("details.fold")
+    expect(fold.locator("summary")).to_have_text(re.compile(r"^Result \(\d{4} lines, JSON\)$"))
+    expect(fold.locator("pre")).to_be_hidden()
+    fold.locator("summary").click()
+    expect(fold.locator("pre")).to_contain_text('"html": "<b>bold</b><script>alert(3)</script>"')
+    expect(fold.locator("pre")).to_contain_text('"esc": "\\u001b[2J"')
+    expect(olga.locator(".turn-assistant .prose").first).to_have_text(
+        '<img src=x onerror="alert(1)"><script>alert(2)</script>\\x1b[31mred\\u202eevil'
     )
-    expect(tool(olga, "odd_text").locator(".call-result pre")).to_have_text('{\n  "ok": true\n}')
+    assert chat.locator("img, b, script").count() == 0
     restart = tool(olga, "restart_cache")
     expect(restart.locator(".waiting")).to_have_text(re.compile("^Waiting for a confirmation"))
     restart.get_by_role("button", name="Confirm").click()
