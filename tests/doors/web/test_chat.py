@@ -180,7 +180,7 @@ def test_the_starter_confirms_a_mutating_call_on_its_card_but_signs_no_dangerous
         assert ended(console, run_id)["final_answer"] == "Restarted."
         assert "Approved" in olga.get(f"/chat/{run_id}/approvals/{approval.id}").text
 
-    fake.add(Reply("Wiping.", [call("wipe_scratch")]), Reply("Wiped."))
+    fake.add(Reply("Wiping.", [call("wipe_scratch")]))  # stopped while it waits
     with console.logged_in("admin") as ada, console.logged_in("admin2") as bob:
         run_id = start(ada, "commander", "wipe the scratch disk")
         approval = wait_for(lambda: pending_of(console, run_id), "the request")
@@ -203,3 +203,25 @@ def test_the_starter_confirms_a_mutating_call_on_its_card_but_signs_no_dangerous
         ended(console, run_id, "cancelled")
         card = ada.get(f"/chat/{run_id}/approvals/{approval.id}").text
         assert f"Cancelled: cancelled by agent:{run_id}" in card and "Waiting for" not in card
+
+
+def test_a_rejection_in_the_inbox_shows_on_the_chat_card_and_the_model_is_told(
+    console: Console, fake: FakeLLM
+) -> None:
+    fake.add(Reply("Restarting.", [call("restart_cache")]), Reply("Understood, left alone."))
+    with console.logged_in("olga") as olga, console.logged_in("oscar") as oscar:
+        run_id = start(olga, "responder", "restart the cache")
+        approval = wait_for(lambda: pending_of(console, run_id), "the request")
+        rejected = post(
+            oscar, f"/approvals/{approval.id}/reject", "/approvals", comment="<not now>"
+        )
+        assert rejected.status_code == 303
+        assert ended(console, run_id)["final_answer"] == "Understood, left alone."
+        page = olga.get(f"/chat/{run_id}").text
+    card = page[page.index('<div class="chat-card') :]
+    assert 'data-status="rejected"' in card and "Rejected: &lt;not now&gt;" in card
+    assert "Waiting for" not in card and 'class="approve"' not in card
+    assert '<span class="call-status">rejected</span>' in page
+    assert "&#34;code&#34;: &#34;rejected&#34;" in page  # the envelope the model was given
+    told = fake.request(-1)["messages"][-1]
+    assert told["role"] == "tool" and json.loads(told["content"])["error"]["code"] == "rejected"
