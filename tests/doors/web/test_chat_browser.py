@@ -17,6 +17,7 @@ from playwright.sync_api import Browser, Locator, Page, expect
 from tests.support.agent import MODEL
 from tests.support.browser import (
     PHONE,
+    SCREENSHOTS,
     Console,
     PageGuard,
     console_server,
@@ -144,7 +145,6 @@ def test_a_conversation_with_a_safe_a_confirmed_and_a_dual_signed_call(
         re.compile(r"^Waiting for 2 signatures \(0 of 2\)")
     )
     expect(wipe.get_by_role("button", name="Approve")).to_have_count(0)
-    screenshot(olga, "chat-waiting", full_page=True)
     for who in ("admin", "admin2"):
         signer = watching(browser, page_guard, console, who)
         signer.goto(f"{console.url}/approvals/{approval_id}")
@@ -156,6 +156,9 @@ def test_a_conversation_with_a_safe_a_confirmed_and_a_dual_signed_call(
                 re.compile(r"^Waiting for 1 signature \(1 of 2\)")
             )
             expect(wipe.locator(".signers")).to_have_text(re.compile("Signed by admin admin"))
+            SCREENSHOTS.mkdir(exist_ok=True)  # docs/img/ui-chat.png
+            shot = SCREENSHOTS / "ui-chat.png"
+            olga.screenshot(path=str(shot), full_page=True, animations="disabled")
 
     # The run resumes by itself and answers; the answer is text, not markup.
     expect(wipe.locator(".call-status")).to_have_text(re.compile(r"^succeeded in "))
@@ -165,7 +168,7 @@ def test_a_conversation_with_a_safe_a_confirmed_and_a_dual_signed_call(
     expect(chat).to_have_attribute("data-ended", "true")
     expect(olga.get_by_label("Continue the conversation")).to_be_visible()
     assert olga.evaluate("window.notReloaded === true"), "the chat was reloaded"
-    screenshot(olga, "ui-chat", full_page=True)
+    screenshot(olga, "chat-answered", full_page=True)
     fits_the_phone(olga)
     clean(page_guard, olga)
 

@@ -199,7 +199,7 @@ export function mount(element) {
       const id = String(data.approval_id ?? "");
       const n = Number(data.signatures_required) || 1;
       call.status.textContent = "waiting for approval";
-      say(n === 1 ? "The run waits for a confirmation." : `The run waits for ${n} signatures.`);
+      say(n === 1 ? "The run waits for a confirmation: see its card." : `The run waits for ${n} signatures: see its card.`);
       if (!ID.test(id)) return;
       const card = el("div", "chat-card status-card-pending", n === 1 ? "Waiting for a confirmation…" : `Waiting for ${n} signatures…`);
       card.id = `approval-${id}`;
