@@ -145,6 +145,7 @@ def test_a_conversation_with_a_safe_a_confirmed_and_a_dual_signed_call(
         re.compile(r"^Waiting for 2 signatures \(0 of 2\)")
     )
     expect(wipe.get_by_role("button", name="Approve")).to_have_count(0)
+    expect(olga.locator(".run-status .status")).to_have_text("waiting approval")
     for who in ("admin", "admin2"):
         signer = watching(browser, page_guard, console, who)
         signer.goto(f"{console.url}/approvals/{approval_id}")

@@ -156,7 +156,6 @@ class Conversation:
     items: list[Item] = field(metadata={"help": "the transcript, turn by turn"})
     may_send: bool = field(metadata={"help": "the viewer started it and it has ended"})
     may_stop: bool = field(metadata={"help": "it is going and the viewer may cancel it"})
-    answer: Shown | None = field(metadata={"help": "the final answer, when there is one"})
 
     @property
     def events(self) -> str:
@@ -193,7 +192,6 @@ def conversation(
         items=items,
         may_send=final and viewer.name == run.requested_by,
         may_stop=not final and may_cancel(viewer, run.requested_by),
-        answer=shown(run.final_answer) if run.final_answer else None,
     )
 
 

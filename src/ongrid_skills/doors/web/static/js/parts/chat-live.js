@@ -85,6 +85,15 @@ export function mount(element) {
     if (state) state.textContent = text;
   };
 
+  // The run's status badge at the top of the page, kept current in words.
+  const showStatus = (status) => {
+    const badge = document.querySelector(".run-status .status");
+    if (!badge || !STATUS.test(status) || element.dataset.status === status) return;
+    element.dataset.status = status;
+    badge.textContent = status.replaceAll("_", " ");
+    badge.className = `status status-${status}`;
+  };
+
   const turn = (role, speaker) => {
     const item = el("li", `turn turn-${role}`);
     item.append(el("p", "speaker", speaker));
@@ -155,6 +164,7 @@ export function mount(element) {
       if (data.role === "user") {
         reply = streaming = lastReply = null;
         turn("user", user).append(prose(data.text));
+        showStatus("running");
         say("The agent is working…");
       } else if (data.role === "assistant") {
         const target = reply || turn("assistant", "Agent");
@@ -199,6 +209,7 @@ export function mount(element) {
       const id = String(data.approval_id ?? "");
       const n = Number(data.signatures_required) || 1;
       call.status.textContent = "waiting for approval";
+      showStatus("waiting_approval");
       say(n === 1 ? "The run waits for a confirmation: see its card." : `The run waits for ${n} signatures: see its card.`);
       if (!ID.test(id)) return;
       const card = el("div", "chat-card status-card-pending", n === 1 ? "Waiting for a confirmation…" : `Waiting for ${n} signatures…`);
@@ -227,10 +238,12 @@ export function mount(element) {
       if (data.content_truncated) result.append(el("p", "hint", "Cut at 64 KiB here: the execution's page has all of it."));
       call.box.append(result);
       if (call.card) refresh(call.card);
+      if (![...calls.values()].some((c) => c.card && !c.ended)) showStatus("running");
       say("The agent is working…");
     },
     done: (data) => {
       reply = streaming = lastReply = null;
+      showStatus(String(data.status ?? ""));
       const status = String(data.status ?? "").replaceAll("_", " ");
       for (const call of calls.values()) {
         if (!call.ended) call.status.textContent = `no result: the run ended ${status}`;
@@ -239,16 +252,15 @@ export function mount(element) {
       const error = data.error ? `: ${data.error.code} ${data.error.message}` : "";
       say(`The run ended: ${status}${error}.`);
     },
-    end: (run) => {
+    end: () => {
       if (approvals) approvals.close();
-      swap(run).catch((error) => say(`The run has ended; reload the page (${error}).`));
+      swap().catch((error) => say(`The run has ended; reload the page (${error}).`));
     },
     ended: () => say("Your session has ended: log in again to follow the run."),
     lost: () => say("Live updates stopped: reload the page."),
   };
 
-  const swap = async (run) => {
-    if (run && STATUS.test(String(run.status))) element.dataset.status = run.status;
+  const swap = async () => {
     const response = await fetch(window.location.pathname, { headers: { accept: "text/html" } });
     if (!response.ok) throw new Error(`the page answered ${response.status}`);
     const fresh = new DOMParser().parseFromString(await response.text(), "text/html");
