@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import text
 
 from tests.support.agent import MODEL
 from tests.support.browser import Console, console_server, csrf_of
@@ -225,3 +226,24 @@ def test_a_rejection_in_the_inbox_shows_on_the_chat_card_and_the_model_is_told(
     assert "&#34;code&#34;: &#34;rejected&#34;" in page  # the envelope the model was given
     told = fake.request(-1)["messages"][-1]
     assert told["role"] == "tool" and json.loads(told["content"])["error"]["code"] == "rejected"
+
+
+def test_an_expired_request_shows_on_the_chat_card_and_the_model_is_told(
+    console: Console, fake: FakeLLM
+) -> None:
+    fake.add(Reply("Restarting.", [call("restart_cache")]), Reply("It expired; not restarted."))
+    with console.logged_in("olga") as olga:
+        run_id = start(olga, "responder", "restart the cache")
+        approval = wait_for(lambda: pending_of(console, run_id), "the request")
+        with console.store.tx() as conn:  # its time is up (as if an hour went by)
+            conn.execute(
+                text("UPDATE approvals SET expires_at = 0 WHERE id = :id"), {"id": approval.id}
+            )
+        card = olga.get(f"/chat/{run_id}/approvals/{approval.id}").text
+        assert 'data-status="expired"' in card and "Expired: the request expired" in card
+        assert 'class="approve"' not in card and "Waiting for" not in card
+        assert ended(console, run_id)["final_answer"] == "It expired; not restarted."
+        page = olga.get(f"/chat/{run_id}").text
+    assert '<span class="call-status">expired</span>' in page
+    told = fake.request(-1)["messages"][-1]
+    assert json.loads(told["content"])["error"]["code"] == "expired"
