@@ -15,11 +15,14 @@ import httpx
 import pytest
 from sqlalchemy import text
 
+from ongrid_skills.doors.stream_guard import RECHECK_SECONDS, TICK_SECONDS
+from ongrid_skills.types import Role
 from tests.support.agent import MODEL
 from tests.support.browser import Console, console_server, csrf_of
 from tests.support.hostile import HOSTILE_TEXT, write_hostile_skill
 from tests.support.llm import API_KEY, FakeLLM, Reply, call
 from tests.support.skills import write_persona
+from tests.support.sse import StreamWatch
 from tests.support.waiting import wait_for
 
 
@@ -45,6 +48,11 @@ def console(tmp_path_factory: pytest.TempPathFactory, fake: FakeLLM) -> Iterator
     }
     with console_server(base, more_skills=write_hostile_skill, **llm) as served:
         yield served
+
+
+SSE = {"accept": "text/event-stream"}
+#: How long after its session ended a stream may go on (docs/security.md).
+BOUND = RECHECK_SECONDS + TICK_SECONDS
 
 
 def run_of(console: Console, run_id: str) -> dict[str, Any]:
@@ -247,3 +255,26 @@ def test_an_expired_request_shows_on_the_chat_card_and_the_model_is_told(
     assert '<span class="call-status">expired</span>' in page
     told = fake.request(-1)["messages"][-1]
     assert json.loads(told["content"])["error"]["code"] == "expired"
+
+
+def test_revoking_the_token_ends_the_chat_stream_with_unauthorized_and_the_run_goes_on(
+    console: Console, fake: FakeLLM, tmp_path: Path
+) -> None:
+    gate = tmp_path / "gate"
+    fake.add(Reply("Waiting.", [call("gated_wait", {"gate": str(gate)})]), Reply("Opened."))
+    token, info = console.store.tokens.create("rhea-chat", Role.VIEWER)
+    console.tokens["rhea-chat"] = token
+    try:
+        with console.logged_in("rhea-chat") as rhea:
+            run_id = start(rhea, "default", "wait for the gate")
+            watch = StreamWatch(rhea, f"/chat/{run_id}/events", headers=SSE)
+            watch.start()
+            watch.wait_event("stderr")
+            console.store.tokens.revoke(info.id)
+            assert watch.closed.wait(BOUND + 3.0), watch.kinds()
+            last = watch.events[-1][1]
+            assert last.event == "error" and last.json()["error"]["code"] == "unauthorized"
+            assert "done" not in watch.kinds()
+    finally:
+        gate.touch()
+    assert ended(console, run_id)["final_answer"] == "Opened."

@@ -181,6 +181,7 @@ def test_a_stopped_run_is_continued_with_the_keyboard(
     fake.add(Reply("Waiting for the gate.", [call("gated_wait", {"gate": str(gate)})]))
     olga = watching(browser, page_guard, console, "olga", viewport=PHONE)
     olga.goto(console.url + "/chat")
+    fits_the_phone(olga)
     olga.get_by_label("Message").fill("Wait for the gate.")
     olga.get_by_role("button", name="Send").click()
     expect(olga).to_have_url(RUN_URL)
