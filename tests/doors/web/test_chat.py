@@ -95,6 +95,9 @@ def test_a_viewer_may_chat_with_read_only_personas_only(console: Console) -> Non
         assert refused.status_code == 403
         assert "may not use persona responder (mutating-with-confirm)" in refused.text
         assert {"responder", "commander"} <= set(options(olga.get("/chat").text))
+        assert 'href="/chat?persona=reader">Chat as reader</a>' in vera.get("/personas/reader").text
+        assert "Chat as responder" not in vera.get("/personas/responder").text
+        assert '<option value="reader" selected>' in vera.get("/chat?persona=reader").text
         blank = post(olga, "/chat", "/chat", persona="default", message="   ")
         assert blank.status_code == 400
         assert post(olga, "/chat", "/chat", persona="ghost", message="hi").status_code == 404
