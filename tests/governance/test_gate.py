@@ -13,6 +13,7 @@ from ongrid_skills.governance.gate import (
     may_cancel,
     offered,
     one_confirmation_suffices,
+    persona_usable,
     requester_signs_first,
     require_role,
     signer_problem,
@@ -106,6 +107,24 @@ def test_signers_are_humans_with_operator_or_admin_and_never_the_requester() -> 
         "nobody approves their own request"
     )
     assert approver_problem(ROOT, SkillClass.DANGEROUS, "bob") is None
+
+
+def test_who_started_an_agent_run_confirms_its_mutating_calls_but_never_signs_a_dangerous_one() -> (
+    None
+):
+    assert approver_problem(ROOT, SkillClass.MUTATING, "agent:r1", started_by="root") is None
+    assert approver_problem(ROOT, SkillClass.DANGEROUS, "agent:r1", started_by="root") == (
+        "nobody signs a dangerous call of their own agent run"
+    )
+    assert approver_problem(ROOT, SkillClass.DANGEROUS, "agent:r1", started_by="bob") is None
+
+
+def test_a_viewer_may_use_read_only_personas_only_and_an_operator_any() -> None:
+    read_only = persona(PermissionMode.READ_ONLY)
+    assert persona_usable(read_only, Role.VIEWER)
+    assert not persona_usable(CONFIRM, Role.VIEWER)
+    assert not persona_usable(DUAL, Role.VIEWER)
+    assert all(persona_usable(p, Role.OPERATOR) for p in (read_only, CONFIRM, DUAL))
 
 
 def test_only_a_human_admin_confirming_a_dangerous_call_signs_it_first() -> None:

@@ -154,10 +154,15 @@ class RunStore:
             row = conn.execute(select(_RUNS).where(_RUNS.c.id == run_id)).mappings().first()
         return _record(row) if row else None
 
-    def page(self, *, status: str | None = None, limit: int = 50) -> list[RunRecord]:
+    def page(
+        self, *, status: str | None = None, requested_by: str | None = None, limit: int = 50
+    ) -> list[RunRecord]:
+        """The newest runs first; of one status, of one requester (the console's chat)."""
         query = select(_RUNS).order_by(_RUNS.c.created_at.desc(), _RUNS.c.id.desc())
         if status:
             query = query.where(_RUNS.c.status == status)
+        if requested_by is not None:
+            query = query.where(_RUNS.c.requested_by == requested_by)
         with self.store.read() as conn:
             rows = conn.execute(query.limit(limit)).mappings().all()
         return [_record(r) for r in rows]

@@ -8,6 +8,10 @@ through the ledger; the permission itself is always :mod:`ongrid_skills.governan
 
 from __future__ import annotations
 
+from typing import cast
+
+from sqlalchemy import Table, select
+
 from ongrid_skills.approvals.ledger import Ledger
 from ongrid_skills.approvals.runs import Runs
 from ongrid_skills.errors import Conflict
@@ -16,7 +20,12 @@ from ongrid_skills.skills.model import Skill
 from ongrid_skills.skills.registry import Registry
 from ongrid_skills.store import Store
 from ongrid_skills.store.approvals import Approval
+from ongrid_skills.store.models import AgentRunRow
 from ongrid_skills.types import Role
+
+#: The prefix of an agent run's principal (``agent:<run id>``, see agent/loop.py).
+AGENT_PREFIX = "agent:"
+_RUNS = cast(Table, AgentRunRow.__table__)
 
 
 class Checks:
@@ -79,3 +88,13 @@ class Checks:
                 return None, f"the requester's token ({approval.requested_by}) was revoked"
             return active[-1].role, None
         return (Role(approval.requested_role) if approval.requested_role else None), None
+
+    def run_starter(self, approval: Approval) -> str | None:
+        """Who started the agent run that asked (its requester is ``agent:<run id>``), or None
+        for a request a human or a client made directly."""
+        if not approval.requested_by.startswith(AGENT_PREFIX):
+            return None
+        run_id = approval.requested_by.removeprefix(AGENT_PREFIX)
+        with self.store.read() as conn:
+            found = conn.execute(select(_RUNS.c.requested_by).where(_RUNS.c.id == run_id)).first()
+        return None if found is None else str(found[0])

@@ -3,7 +3,8 @@
 Rules, all enforced in this package and nowhere else:
 
 - A signer is a human principal with role operator or admin (admin for dangerous skills).
-- The requester never signs their own request; one principal signs at most once.
+- The requester never signs their own request; one principal signs at most once. Who started
+  the agent run that asked confirms its mutating calls, and never signs its dangerous ones.
 - Any rejection ends the request. A request expires after the approval TTL.
 - A request binds the exact args and the hash of the skill definition at request time; if the
   skill changed since (reload, pack upgrade, edited entry), the request is void.
@@ -185,7 +186,10 @@ class ApprovalDesk:
         """Sign as ``principal``; the last signature approves the request and starts the call."""
         approval = self._open(approval_id, principal)
         problem = approver_problem(
-            principal, SkillClass(approval.skill_class), approval.requested_by
+            principal,
+            SkillClass(approval.skill_class),
+            approval.requested_by,
+            self.checks.run_starter(approval),
         )
         if problem is not None:
             raise Forbidden(problem)

@@ -9,6 +9,7 @@ came in:
 - :func:`admit` — what happens to one call: ``run``, ``approve`` (signatures first) or ``deny``.
 - :func:`one_confirmation_suffices` — would exactly one human's confirmation let it run now?
 - :func:`signer_problem`, :func:`approver_problem` — who may sign which approval request.
+- :func:`persona_usable` — may this role start an agent run as this persona in the console?
 - :func:`require_role` — does this principal hold at least this role?
 - :func:`may_cancel` — may this principal cancel a call or an agent run?
 
@@ -20,7 +21,13 @@ from __future__ import annotations
 from typing import Any
 
 from ongrid_skills.errors import Forbidden
-from ongrid_skills.governance.policy import ROLE_ALLOWS, Decision, decide, mode_permits
+from ongrid_skills.governance.policy import (
+    MODE_ALLOWS,
+    ROLE_ALLOWS,
+    Decision,
+    decide,
+    mode_permits,
+)
 from ongrid_skills.governance.principal import Principal
 from ongrid_skills.skills.model import Skill
 from ongrid_skills.skills.persona import Persona, pattern_matches
@@ -134,15 +141,31 @@ def signer_problem(principal: Principal) -> str | None:
 
 
 def approver_problem(
-    principal: Principal, skill_class: SkillClass, requested_by: str
+    principal: Principal,
+    skill_class: SkillClass,
+    requested_by: str,
+    started_by: str | None = None,
 ) -> str | None:
     """Why ``principal`` (a signer) may not approve a ``skill_class`` call requested by
-    ``requested_by``, or None: dangerous calls need admin signers; nobody approves their own."""
+    ``requested_by``, or None: dangerous calls need admin signers; nobody approves their own.
+
+    ``started_by``: the human who started the agent run that asked (``requested_by`` is then
+    ``agent:<run id>``). They may give the one confirmation of a mutating call of their run (the
+    requester's confirmation, SPEC §5), never a signature of a dangerous one: its two signers
+    are two admins other than them."""
     if skill_class is SkillClass.DANGEROUS and principal.role is not Role.ADMIN:
         return "dangerous skills need signers with the admin role"
     if principal.name == requested_by:
         return "nobody approves their own request"
+    if skill_class is SkillClass.DANGEROUS and principal.name == started_by:
+        return "nobody signs a dangerous call of their own agent run"
     return None
+
+
+def persona_usable(persona: Persona, role: Role) -> bool:
+    """Whether ``role`` may start an agent run as ``persona`` in the console: every class the
+    persona's mode lets run is one the role may request (a viewer: read-only personas only)."""
+    return MODE_ALLOWS[persona.permission_mode] <= ROLE_ALLOWS[role]
 
 
 def may_cancel(principal: Principal, requested_by: str | None) -> bool:

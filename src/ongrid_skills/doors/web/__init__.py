@@ -9,10 +9,10 @@ routes), ``live`` (event streams of the live parts), ``runform`` (a schema → f
 back), ``run`` (the run form and its confirmation), ``execution_page`` (an execution's page and
 its cancel), ``approvals`` and ``approval_cards`` (the approvals inbox), ``history`` (executions,
 audit), ``hosts`` (the edge workers), ``personas``, ``persona_editor`` (stored personas: admins
-only), ``agent_runs``, ``packs`` and ``pack_views`` (the packs page: admins only),
-``credentials`` and ``credential_views`` (the credentials page and the binders of skill and pack
-pages: admins only). It never imports another door (what it shares with REST about packs is
-``doors.pack_changes``).
+only), ``agent_runs``, ``chat`` and ``chat_view`` (the chat with the agent), ``packs`` and
+``pack_views`` (the packs page: admins only), ``credentials`` and ``credential_views`` (the
+credentials page and the binders of skill and pack pages: admins only). It never imports
+another door (what it shares with REST about packs is ``doors.pack_changes``).
 """
 
 from ongrid_skills.doors.web.app import build_web_app

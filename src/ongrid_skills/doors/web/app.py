@@ -14,6 +14,7 @@ from starlette.routing import Route
 from ongrid_skills.doors.web import (
     agent_runs,
     approvals,
+    chat,
     credentials,
     errors,
     execution_page,
@@ -60,6 +61,7 @@ def build_web_app(settings: Settings) -> FastAPI:
     app.include_router(persona_editor.router)  # before /personas/{name}: /personas/new
     app.include_router(personas.router)
     app.include_router(agent_runs.router)
+    app.include_router(chat.router)
     app.include_router(run.router)
     app.include_router(execution_page.router)
     app.include_router(packs.router)

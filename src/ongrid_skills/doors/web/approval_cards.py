@@ -99,8 +99,11 @@ def asking_run(manager: Manager, requested_by: str) -> AskingRun | None:
     return AskingRun(run_id, run, [excerpt(m) for m in said[-LAST_MESSAGES:]])
 
 
-def decision_problems(approval: Approval, viewer: Principal) -> tuple[str | None, str | None]:
-    """(why not approve, why not reject) for ``viewer`` now; None where the button shows."""
+def decision_problems(
+    approval: Approval, viewer: Principal, started_by: str | None = None
+) -> tuple[str | None, str | None]:
+    """(why not approve, why not reject) for ``viewer`` now; None where the button shows.
+    ``started_by``: who started the agent run that asked, if one did."""
     if approval.status != "pending":
         closed = f"the request is {approval.status}"
         return closed, closed
@@ -113,7 +116,7 @@ def decision_problems(approval: Approval, viewer: Principal) -> tuple[str | None
         skill_class = SkillClass(approval.skill_class)
     except ValueError:  # a class this version does not know: leave the desk to refuse
         return f"unknown class {approval.skill_class}", None
-    return approver_problem(viewer, skill_class, approval.requested_by), None
+    return approver_problem(viewer, skill_class, approval.requested_by, started_by), None
 
 
 def pretty(value: Any) -> str:
@@ -122,12 +125,14 @@ def pretty(value: Any) -> str:
 
 
 def card(manager: Manager, approval: Approval, viewer: Principal) -> Card:
-    approve_problem, reject_problem = decision_problems(approval, viewer)
+    asking = asking_run(manager, approval.requested_by)
+    started_by = asking.run.requested_by if asking and asking.run else None
+    approve_problem, reject_problem = decision_problems(approval, viewer, started_by)
     return Card(
         approval=approval,
         args_json=pretty(approval.args),
         execution=manager.store.executions.get(approval.execution_id),
-        asking=asking_run(manager, approval.requested_by),
+        asking=asking,
         approve_problem=approve_problem,
         reject_problem=reject_problem,
         now=manager.desk.clock(),

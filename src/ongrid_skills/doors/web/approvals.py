@@ -15,6 +15,7 @@ over (logout, expiry, a revoked token) the stream says ``end`` and stops.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
@@ -57,6 +58,8 @@ NOTICES = {
     "approved": "Approved: the call runs now.",
     "rejected": "Rejected: the call will not run.",
 }
+#: A form posted from a chat's approval card comes back to that chat.
+CHAT_NEXT = re.compile(r"chat:([0-9a-f]{1,64})")
 ApprovalId = Annotated[str, Path(min_length=1, max_length=64)]
 
 
@@ -171,8 +174,12 @@ def comment_of(form: Form) -> str | None:
 
 
 def _back(form: Form, approval_id: str, done: str) -> Response:
-    """Back to where the form was: the inbox, or the request's page (the default)."""
-    if form.get("next") == "inbox":
+    """Back to where the form was: the inbox, a chat (``chat:<run id>``, its card), or the
+    request's page (the default)."""
+    chat = CHAT_NEXT.fullmatch(form.get("next") or "")
+    if chat is not None:
+        target = f"/chat/{chat.group(1)}#approval-{approval_id}"
+    elif form.get("next") == "inbox":
         target = f"/approvals?done={done}#approval-{approval_id}"
     else:
         target = f"/approvals/{approval_id}?done={done}"

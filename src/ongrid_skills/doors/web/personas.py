@@ -21,7 +21,7 @@ from starlette.responses import Response
 from ongrid_skills import toolspec
 from ongrid_skills.doors.web.sessions import Session, manager_of
 from ongrid_skills.doors.web.templates import render
-from ongrid_skills.governance.gate import has_role, offered
+from ongrid_skills.governance.gate import has_role, offered, persona_usable
 from ongrid_skills.skills.model import Skill
 from ongrid_skills.skills.persona import Persona
 from ongrid_skills.skills.persona_doc import source_of
@@ -82,6 +82,7 @@ async def persona_page(
         persona=persona,
         source=source_of(persona),
         editable=source_of(persona) == "stored" and has_role(session.principal, Role.ADMIN),
+        may_chat=persona_usable(persona, session.principal.role),
         skills=skills,
         fmt=fmt,
         formats=FORMATS,

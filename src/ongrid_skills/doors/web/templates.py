@@ -45,6 +45,7 @@ class NavItem:
 #: The main navigation, in order. A new page family adds its entry here.
 NAV: tuple[NavItem, ...] = (
     NavItem("catalogue", "Catalogue", "/skills"),
+    NavItem("chat", "Chat", "/chat"),
     NavItem("approvals", "Approvals", "/approvals"),
     NavItem("executions", "Executions", "/executions"),
     NavItem("hosts", "Hosts", "/hosts"),
