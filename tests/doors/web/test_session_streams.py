@@ -78,7 +78,16 @@ def ends_with(
         act(client)
         assert_ended(watch, acted_at)
         refused = client.get(f"/executions/{execution_id}/events", headers=SSE)
-    assert refused.status_code == 401
+        page = client.get(f"/executions/{execution_id}")
+    # The next stream request gets nothing of the call: a browser that still sends the ended
+    # session's cookie is told why in the stream's own words (EventSource shows no status),
+    # one that no longer holds a session (logged out) is refused; a page asks for a login.
+    if refused.status_code == 200:
+        assert refused.text.startswith("event: error"), refused.text
+        assert '"unauthorized"' in refused.text and "stderr" not in refused.text
+    else:
+        assert refused.status_code == 401
+    assert page.status_code in (303, 401)
 
 
 def test_revoking_the_token_ends_the_console_stream_of_its_session(

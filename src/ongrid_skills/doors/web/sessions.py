@@ -27,7 +27,7 @@ from starlette.requests import cookie_parser
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ongrid_skills.doors.stream_guard import Recheck, guarded, may_stream
+from ongrid_skills.doors.stream_guard import Recheck, final_event, guarded, may_stream
 from ongrid_skills.doors.web.security import csrf_token
 from ongrid_skills.governance.principal import Principal
 from ongrid_skills.manager import Manager
@@ -143,7 +143,29 @@ class SessionStreams:
             await self.app(scope, receive, send)
             return
         checks: Recheck = scope["app"].state.session_checks
+        if _accepts_events(scope) and not checks.ask(session_id):
+            # A browser reconnecting a live part after the connection dropped: it is told why
+            # the stream is over, as the open stream would have told it, instead of a 401 it
+            # could only take for a broken server (EventSource does not show a status).
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 200,
+                    "headers": [
+                        (b"content-type", b"text/event-stream; charset=utf-8"),
+                        (b"cache-control", b"no-store"),
+                    ],
+                }
+            )
+            await send({"type": "http.response.body", "body": final_event(SESSION_ENDED)})
+            return
         await guarded(self.app, scope, receive, send, lambda: checks(session_id), SESSION_ENDED)
+
+
+def _accepts_events(scope: Scope) -> bool:
+    return any(
+        name == b"accept" and b"text/event-stream" in value for name, value in scope["headers"]
+    )
 
 
 def _session_cookie(scope: Scope) -> str | None:
