@@ -33,6 +33,15 @@ from tests.support.waiting import wait_for
 RUN_URL = re.compile(r"/chat/([0-9a-f]{32})(#.*)?$")
 
 
+@pytest.fixture(autouse=True)
+def patient_expect() -> Iterator[None]:
+    """A run's next turn goes through the scripted model and the agent service: on a loaded
+    machine it takes longer than Playwright's default 5 s, never forever."""
+    expect.set_options(timeout=20_000)
+    yield
+    expect.set_options(timeout=5_000)
+
+
 @pytest.fixture(scope="module")
 def fake() -> Iterator[FakeLLM]:
     with FakeLLM() as server:
