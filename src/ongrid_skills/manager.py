@@ -153,7 +153,7 @@ class Manager:
             return dict(skill.placement.credentials)
         if not skill.credentials:
             return {}
-        return self.credentials.bound(skill, self.credentials.bindings(fresh=True))
+        return self.credentials.names(skill)
 
     def attach(self, fleet: Fleet) -> None:
         """Offer the host skills of ``fleet`` and run them there."""
