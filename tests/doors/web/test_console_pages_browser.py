@@ -178,9 +178,11 @@ def test_the_api_reference_opens_for_a_logged_in_session_from_our_own_origin(
     execute = page.locator("section.api-op", has_text="POST /v1/skills/{name}/execute")
     expect(execute).to_contain_text("ExecuteBody")
     expect(execute).to_contain_text("429")
-    execute.get_by_role("link", name="ExecuteBody").click()
-    expect(page.locator("#schema-ExecuteBody")).to_be_visible()
     screenshot(page, "api-docs")
+    execute.get_by_role("link", name="ExecuteBody").click()
+    expect(page).to_have_url(f"{console.url}/docs#schema-ExecuteBody")
+    expect(page.locator("#schema-ExecuteBody pre")).to_be_in_viewport()
+    expect(page.locator("#schema-ExecuteBody pre")).to_contain_text('"args"')
     assert requested and all(url.startswith(console.url) for url in requested), requested
 
 
