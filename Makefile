@@ -15,11 +15,20 @@ $(STAMP): pyproject.toml
 
 EXAMPLES := $(CURDIR)/examples/skills
 PERSONAS := $(CURDIR)/examples/personas
+# The demo marketplace: the example pack's index, and the TEST key that signs it (its private
+# half is in the repository, so nothing it signs is worth trusting outside a demo). Set either
+# variable, even empty (`ONGRID_TRUSTED_PACK_KEYS= make run`), and it is not used.
+PACK_KEY   := $(CURDIR)/examples/packs/TEST-KEY-DO-NOT-USE.pub
+PACK_INDEX := $(CURDIR)/examples/packs/index.json
 
 # The main job: the server on the bundled examples (skills and personas), with the embedded
 # SQLite store in .ongrid/. The first start prints an admin token once. Each default gives way
 # to the variable when it is set.
 run: $(STAMP)
+	@[ -n "$${ONGRID_TRUSTED_PACK_KEYS+set}" ] || echo "make run: trusting the example pack's TEST key \
+	($(PACK_KEY)) and its index: a demo only. To trust no key: ONGRID_TRUSTED_PACK_KEYS= make run" >&2
+	ONGRID_TRUSTED_PACK_KEYS=$${ONGRID_TRUSTED_PACK_KEYS-$(PACK_KEY)} \
+	ONGRID_PACK_INDEXES=$${ONGRID_PACK_INDEXES-$(PACK_INDEX)} \
 	ONGRID_SKILLS_EXTERNAL_DIRS=$${ONGRID_SKILLS_EXTERNAL_DIRS:-$(EXAMPLES)} \
 	ONGRID_PERSONAS_DIRS=$${ONGRID_PERSONAS_DIRS:-$(PERSONAS)} \
 		$(BIN)/ongrid-skills serve --watch

@@ -221,8 +221,8 @@ def test_the_example_index_installs_the_example_pack(tmp_path: Path) -> None:
     try:
         outcome = packs.install("ops-basics", "cli:ada")
         assert outcome.record is not None
-        assert (outcome.version, outcome.record.trust) == ("1.0.0", "trusted")
-        assert outcome.record.source == str(EXAMPLES / "ops-basics-1.0.0.tar.gz")
+        assert (outcome.version, outcome.record.trust) == ("1.1.0", "trusted")
+        assert outcome.record.source == str(EXAMPLES / "ops-basics-1.1.0.tar.gz")
         assert "host_triage" in outcome.record.skills
     finally:
         store.close()

@@ -26,9 +26,9 @@ from ongrid_skills.settings import Settings
 from ongrid_skills.skills.discovery import LogSink, default_sink
 from ongrid_skills.store import Store
 
-#: The first path segments of the API (REST, its documents, metrics, MCP); anything else is
-#: the console's.
-API_SEGMENTS = frozenset({"v1", "mcp", "metrics", "docs", "openapi.json"})
+#: The first path segments of the API (REST, its document, metrics, MCP); anything else is
+#: the console's (``/docs`` included: the API's reference page, for a console session).
+API_SEGMENTS = frozenset({"v1", "mcp", "metrics", "openapi.json"})
 
 
 def create_app(
@@ -68,6 +68,7 @@ def create_app(
     app.router.routes.append(mcp_route())  # MCP over streamable HTTP; not in PUBLIC_PATHS
     app.add_middleware(ConsoleFirst, console=web)  # outermost: before the token gate
     app.state.console = web
+    web.state.openapi = app.openapi  # the console's /docs renders the REST door's document
     return app
 
 

@@ -143,7 +143,7 @@ def test_exit_codes_say_why_an_install_was_refused(data: Data, tmp_path: Path) -
 def test_search_install_by_id_and_outdated_through_the_example_index(data: Data) -> None:
     found = data.run("pack", "search", "host")
     assert found.returncode == 0 and found.stdout.startswith("ops-basics"), found.stderr
-    installed = data.json("pack", "install", "ops-basics@1.0.0")
+    installed = data.json("pack", "install", "ops-basics@1.1.0")
     assert installed["pack"]["trust"] == "trusted"
     assert data.json("pack", "outdated")["items"] == []
     assert data.json("pack", "upgrade", "ops-basics")["action"] == "unchanged"

@@ -214,13 +214,13 @@ def test_a_bare_word_is_a_pack_id_whatever_the_current_folder_holds(cli: Cli) ->
     status, code, message = cli.refused("pack", "install", "ops-basics", cwd=here, **env)
     assert (status, code) == (2, "invalid_request")
     assert "ambiguous" in message and "./ops-basics" in message
-    assert "ops-basics@1.0.0" in message and str(EXAMPLES / "index.json") in message
+    assert "ops-basics@1.1.0" in message and str(EXAMPLES / "index.json") in message
     status, code, message = cli.refused("pack", "install", "mine", cwd=here, **env)
     assert (status, code) == (2, "not_found") and "write ./mine" in message
     assert cli.installed() == []
 
     elsewhere = cli.json("pack", "install", "ops-basics", **env)  # no such folder here
-    assert (elsewhere["version"], elsewhere["pack"]["trust"]) == ("1.0.0", "trusted")
+    assert (elsewhere["version"], elsewhere["pack"]["trust"]) == ("1.1.0", "trusted")
     assert cli.run("pack", "remove", "ops-basics", **env).returncode == 0
     folder = cli.run("pack", "install", "./ops-basics", "--json", cwd=here, **env)
     assert folder.returncode == 0, folder.stderr

@@ -158,7 +158,7 @@ def test_a_bare_word_is_a_pack_id_whatever_the_servers_folder_holds(
     monkeypatch.chdir(tmp_path / "cwd")
     answer = install(server, "ops-basics")
     assert answer.status_code == 201, answer.text
-    assert (answer.json()["version"], answer.json()["pack"]["trust"]) == ("1.0.0", "trusted")
+    assert (answer.json()["version"], answer.json()["pack"]["trust"]) == ("1.1.0", "trusted")
 
 
 def test_a_reinstall_of_kept_files_records_its_own_source_and_caller(

@@ -96,9 +96,9 @@ def test_an_index_id_installs_and_the_registry_holds_it_before_the_answer(server
 
     assert answer.status_code == 201, answer.text
     body = answer.json()
-    assert (body["action"], body["id"], body["version"]) == ("install", "ops-basics", "1.0.0")
+    assert (body["action"], body["id"], body["version"]) == ("install", "ops-basics", "1.1.0")
     assert body["pack"]["trust"] == "trusted"
-    assert {"host_info", "port_check", "host_triage"} <= skill_names(server)
+    assert {"listening_sockets", "mount_report", "host_triage"} <= skill_names(server)
     (listed,) = server.call("GET", "/v1/packs").json()["items"]
     assert listed["id"] == "ops-basics" and listed["installed_by"] == "admin"
     shown = server.call("GET", "/v1/packs/ops-basics").json()
@@ -108,9 +108,9 @@ def test_an_index_id_installs_and_the_registry_holds_it_before_the_answer(server
     assert entry["data"]["signer"] == body["pack"]["signer"]
     assert entry["data"]["via"] == str(EXAMPLES / "index.json")
     reloads = server.store.audit.entries(action="registry.reloaded")
-    assert reloads[0]["actor"] == "admin" and "host_info" in reloads[0]["data"]["added"]
+    assert reloads[0]["actor"] == "admin" and "mount_report" in reloads[0]["data"]["added"]
     available = server.call("GET", "/v1/packs/available", params={"q": "host"}).json()
-    assert [(i["id"], i["installed"]) for i in available["items"]] == [("ops-basics", "1.0.0")]
+    assert [(i["id"], i["installed"]) for i in available["items"]] == [("ops-basics", "1.1.0")]
 
 
 def test_an_upload_must_be_signed_by_a_trusted_key_unless_allowed(

@@ -642,7 +642,7 @@ def test_metrics_count_executions_by_skill_and_status(server: Server) -> None:
 
 def test_openapi_needs_a_token_like_every_route_but_health(server: Server) -> None:
     assert server.client.get("/openapi.json").status_code == 401
-    assert server.client.get("/docs").status_code == 401
+    # /docs is the console's reference page for a session (tests/doors/web/test_api_docs.py).
 
 
 def test_a_caller_without_a_token_gets_401_before_its_body_is_even_parsed(

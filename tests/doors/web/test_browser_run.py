@@ -94,7 +94,7 @@ def test_a_safe_run_is_watched_live_until_its_result(
     ]
     page.context.grant_permissions(["clipboard-read", "clipboard-write"])
     page.get_by_role("button", name="Copy the result").click()
-    expect(page.locator(".copy-status")).to_have_text("Copied.")
+    expect(page.locator(".outcome .copy-status")).to_have_text("Copied.")
     assert page.evaluate("navigator.clipboard.readText()") == STEPPED_RESULT
     screenshot(page, "execution", full_page=True)
 

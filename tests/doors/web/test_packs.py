@@ -28,6 +28,7 @@ from tests.support.packs import (
     tree,
     write_pack,
 )
+from tests.support.skills import write_skill
 
 MIB = 1024 * 1024
 
@@ -47,9 +48,16 @@ def market(tmp_path_factory: pytest.TempPathFactory) -> Market:
 
 @pytest.fixture(scope="module")
 def console(tmp_path_factory: pytest.TempPathFactory, market: Market) -> Iterator[Console]:
-    """A console with the example skills loaded (the example pack collides with them)."""
+    """A console with the example skills loaded, and two skills of its own named like the
+    example pack's (which collides with them)."""
+
+    def namesakes(skills: Path) -> None:
+        for name in ("listening_sockets", "mount_report"):
+            write_skill(skills, name, description="A namesake of the example pack's skill.")
+
     with console_server(
         tmp_path_factory.mktemp("console"),
+        more_skills=namesakes,
         trusted_pack_keys=str(market.trusted),
         pack_indexes=(str(EXAMPLE_PACKS / "index.json"), str(market.index)),
         pack_keep_seconds=0,
@@ -203,7 +211,7 @@ def test_a_collision_lists_each_name_and_installs_nothing(
     answer = admin.post("/packs/install", data={"csrf": csrf(console, admin), "pack": "ops-basics"})
     assert answer.status_code == 409
     assert refused_code(answer.text) == "skill_collision"
-    for name in ("host_info", "log_grep", "port_check"):
+    for name in ("listening_sockets", "mount_report"):
         assert f"skill &#39;{name}&#39;: already loaded" in answer.text
     assert installed(console) == {} and packs_tree(console) == before
 

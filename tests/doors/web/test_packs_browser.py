@@ -46,7 +46,7 @@ def market(tmp_path_factory: pytest.TempPathFactory) -> Market:
 
 @pytest.fixture(scope="module")
 def console(tmp_path_factory: pytest.TempPathFactory, market: Market) -> Iterator[Console]:
-    """A console without the example skills (the example pack brings its own copies)."""
+    """A console without the example skills."""
     with console_server(
         tmp_path_factory.mktemp("console"),
         example_skills=False,
@@ -76,8 +76,8 @@ def test_an_admin_installs_the_example_pack_from_its_index(console: Console, pag
     expect(page.locator("#offer-probe")).to_have_count(0)
     offer.get_by_role("button", name="Install").click()
 
-    expect(page.locator(".pack-done")).to_contain_text("Installed ops-basics 1.0.0.")
-    assert {"host_info", "port_check", "log_grep", "host_triage"} <= skill_names(console)
+    expect(page.locator(".pack-done")).to_contain_text("Installed ops-basics 1.1.0.")
+    assert {"listening_sockets", "mount_report", "host_triage"} <= skill_names(console)
     card = page.locator("#pack-ops-basics")
     expect(card.locator(".trust-trusted")).to_have_text("signed, trusted key")
     expect(card.locator(".signer")).to_have_text(EXAMPLE_SIGNER)
@@ -92,8 +92,8 @@ def test_an_admin_installs_the_example_pack_from_its_index(console: Console, pag
     card.get_by_role("link", name="oncall").click()
     expect(page.get_by_role("heading", name="oncall", level=1)).to_be_visible()
     page.goto(console.url + "/packs")
-    page.locator("#pack-ops-basics").get_by_role("link", name="host_info").click()
-    expect(page.get_by_role("heading", name="host_info", level=1)).to_be_visible()
+    page.locator("#pack-ops-basics").get_by_role("link", name="mount_report").click()
+    expect(page.get_by_role("heading", name="mount_report", level=1)).to_be_visible()
 
 
 def test_a_chosen_version_then_upgrade_rollback_and_remove(console: Console, page: Page) -> None:

@@ -71,8 +71,8 @@ def test_every_answer_of_the_console_carries_the_security_headers(console: Conso
 
 
 def test_the_api_keeps_its_json_answers_beside_the_console(console: Console) -> None:
-    """/v1, /mcp, /metrics, /docs and /openapi.json stay the REST door's: JSON 401s."""
-    for path in ("/v1/skills", "/v1/nowhere", "/metrics", "/docs", "/openapi.json"):
+    """/v1, /mcp, /metrics and /openapi.json stay the REST door's: JSON 401s."""
+    for path in ("/v1/skills", "/v1/nowhere", "/metrics", "/openapi.json"):
         with console.http() as client:
             response = client.get(path)
         assert response.status_code == 401, path

@@ -40,7 +40,7 @@ def build_rest_app(lifespan: Lifespan, *, upload_limit: int = errors.MAX_BODY_BY
         title="ongrid-skills",
         version=_version(),
         lifespan=lifespan,
-        docs_url="/docs",
+        docs_url=None,  # Swagger UI loads from a CDN: the console's /docs renders the document
         redoc_url=None,
     )
     errors.install(app)

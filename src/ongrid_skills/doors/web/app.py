@@ -13,6 +13,7 @@ from starlette.routing import Route
 
 from ongrid_skills.doors.web import (
     agent_runs,
+    api_docs,
     approvals,
     chat,
     credentials,
@@ -66,4 +67,5 @@ def build_web_app(settings: Settings) -> FastAPI:
     app.include_router(execution_page.router)
     app.include_router(packs.router)
     app.include_router(credentials.router)
+    app.include_router(api_docs.router)
     return app

@@ -21,7 +21,9 @@ from fastapi import APIRouter, Request
 from starlette.responses import RedirectResponse, Response
 
 from ongrid_skills import feeds
+from ongrid_skills.doors.web.again import again_of
 from ongrid_skills.doors.web.forms import CheckedForm
+from ongrid_skills.doors.web.run import run_blocker
 from ongrid_skills.doors.web.sessions import Session, manager_of
 from ongrid_skills.doors.web.templates import render
 from ongrid_skills.execution.records import Event, Execution, Status, iso
@@ -125,6 +127,13 @@ async def execution_page(request: Request, execution_id: str, session: Session) 
     # after, a final row could show beside a timeline that lacks its last events.)
     timeline = await timeline_of(request, execution.id)
     approval = manager.store.approvals.get(execution.approval_id) if execution.approval_id else None
+    skill = manager.registry.lookup(execution.skill)
+    again = None
+    if skill is not None and skill.kind != "instructions":
+        # The address this browser reached the server at: the one its person can reach.
+        again = again_of(
+            str(request.base_url), execution.id, skill, execution.args, execution.persona
+        )
     return render(
         request,
         "execution.html",
@@ -132,7 +141,9 @@ async def execution_page(request: Request, execution_id: str, session: Session) 
         title=f"{execution.skill} · {execution.status.value.replace('_', ' ')}",
         execution=execution,
         args_pretty=json.dumps(execution.args, indent=2, ensure_ascii=False),
-        skill=manager.registry.lookup(execution.skill),
+        skill=skill,
+        again=again,
+        may_run_again=skill is not None and run_blocker(skill, session) is None,
         timeline=timeline,
         approval=approval,
         may_cancel=not execution.status.final

@@ -14,16 +14,22 @@ import json
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
+from markupsafe import Markup
 from starlette.responses import RedirectResponse, Response
 
 from ongrid_skills.doors.web.catalogue import CatalogueQuery, catalogue_page
 from ongrid_skills.doors.web.credential_views import slot_views
 from ongrid_skills.doors.web.forms import CheckedForm
 from ongrid_skills.doors.web.hosts import offers_of
+from ongrid_skills.doors.web.markdown import render_markdown
 from ongrid_skills.doors.web.run import run_blocker
 from ongrid_skills.doors.web.sessions import Session, manager_of
 from ongrid_skills.doors.web.templates import render
+from ongrid_skills.errors import SkillError
 from ongrid_skills.governance.gate import has_role, require_role
+from ongrid_skills.skills.bundle import substitute
+from ongrid_skills.skills.model import Skill
+from ongrid_skills.skills.skill_md import read_body
 from ongrid_skills.types import Role, SkillClass
 
 router = APIRouter()
@@ -85,7 +91,20 @@ async def skill_page(request: Request, name: str, session: Session) -> Response:
         slots=slots,
         credential_names=names,
         may_bind=admin,
+        instructions=instructions_of(skill),
     )
+
+
+def instructions_of(skill: Skill) -> Markup | str | None:
+    """The body of the SKILL.md a skill comes from, rendered safely (what ``read_skill`` gives a
+    model); None for a skill.json skill; a sentence when the file cannot be read now."""
+    if skill.kind != "instructions" and skill.group is None:
+        return None
+    try:
+        body = read_body(skill)
+    except SkillError as exc:
+        return f"The instructions cannot be read now: {exc}"
+    return render_markdown(substitute(body, skill.base_dir) if skill.base_dir else body)
 
 
 @router.post("/reload")

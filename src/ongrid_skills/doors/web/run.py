@@ -24,6 +24,7 @@ import re
 import secrets
 from dataclasses import dataclass
 from typing import Annotated, Any
+from urllib.parse import quote
 
 from fastapi import APIRouter, Query, Request
 from starlette.responses import RedirectResponse, Response
@@ -111,13 +112,31 @@ async def run_form(
     name: str,
     session: Session,
     persona: Annotated[str | None, Query(max_length=200)] = None,
+    again: Annotated[str | None, Query(max_length=64)] = None,
 ) -> Response:
-    skill = manager_of(request).registry.resolve(name)
-    check_runnable(skill)
+    manager = manager_of(request)
+    skill = manager.registry.resolve(name)
+    if skill.kind == "instructions":  # read, never run: its page shows the instructions
+        return RedirectResponse(f"/skills/{quote(skill.name, safe='')}", status_code=303)
     # A schema that names no properties takes any: the JSON box is its form.
     untyped = isinstance(skill.schema, dict) and not isinstance(
         skill.schema.get("properties"), dict
     )
+    if again:  # "Run again" on an execution page: the same args, the same persona
+        execution = manager.get(again)
+        if execution.skill != skill.name:
+            raise InvalidRequest(f"execution {again} is a call of {execution.skill}, not {name}")
+        values = None if untyped else values_of(fields_of(skill.schema), execution.args)
+        text = json.dumps(execution.args, indent=2, ensure_ascii=False)
+        return _form_page(
+            request,
+            session,
+            skill,
+            mode="fields" if values is not None else "json",
+            persona=persona if persona is not None else execution.persona or "",
+            values=values,
+            json_text=text,
+        )
     return _form_page(
         request, session, skill, mode="json" if untyped else "fields", persona=persona or ""
     )

@@ -63,6 +63,8 @@ class Field:
     choices: list[tuple[str, str]] = field(default_factory=list)
     item: Field | None = None
     children: list[Field] = field(default_factory=list)
+    #: The schema's bounds in words (``from 0 to 10``), written next to the field.
+    bounds: str = ""
 
     @property
     def name(self) -> str:
@@ -150,17 +152,39 @@ def _scalar(prop: Any, pointer: str, key: str, required: bool) -> Field | None:
         found.attrs["step"] = (
             str(multiple) if _is_number(multiple) else "1" if kinds[0] == "integer" else "any"
         )
+        found.bounds = _bounds(found.attrs.get("min"), found.attrs.get("max"), "")
+        if kinds == ["number"]:
+            beyond = [
+                f"{word} {prop[bound]}"
+                for bound, word in (("exclusiveMinimum", "over"), ("exclusiveMaximum", "under"))
+                if _is_number(prop.get(bound))
+            ]
+            found.bounds = ", ".join(filter(None, [found.bounds, *beyond]))
+        if _is_number(multiple):
+            found.bounds = ", ".join(filter(None, [found.bounds, f"a multiple of {multiple}"]))
     elif kinds == ["string"]:
         fmt = prop.get("format")
         if isinstance(fmt, str) and fmt in FORMATS:
             found.input_type, found.placeholder = FORMATS[fmt]
         if isinstance(prop.get("maxLength"), int) and not isinstance(prop["maxLength"], bool):
             found.attrs["maxlength"] = str(prop["maxLength"])
+        lengths = [prop.get(k) for k in ("minLength", "maxLength")]
+        shortest, longest = (v if _is_number(v) else None for v in lengths)
+        found.bounds = _bounds(shortest or None, longest, " characters")
     else:
         found.placeholder = " or ".join(kinds)
     if found.default is not None:
         found.placeholder = found.default
     return found
+
+
+def _bounds(low: object, high: object, unit: str) -> str:
+    """``from LOW to HIGH``, ``at least LOW`` or ``at most HIGH`` (then ``unit``), or ""."""
+    if low is not None and high is not None:
+        return f"from {low} to {high}{unit}"
+    if low is not None or high is not None:
+        return f"at least {low}{unit}" if low is not None else f"at most {high}{unit}"
+    return ""
 
 
 def _is_number(value: Any) -> bool:

@@ -54,6 +54,7 @@ NAV: tuple[NavItem, ...] = (
     NavItem("agent", "Agent runs", "/agent/runs"),
     NavItem("packs", "Packs", "/packs", Role.ADMIN),
     NavItem("credentials", "Credentials", "/credentials", Role.ADMIN),
+    NavItem("docs", "API", "/docs"),
 )
 
 

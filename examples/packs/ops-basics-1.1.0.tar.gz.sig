@@ -1,7 +1,7 @@
 {
   "format": "ongrid-pack-signature v1",
-  "digest": "sha256:c66f631ddbed6cf1d5e1191ac5975f2bf69e7776fca0725bfbf25f01ffd2ecae",
+  "digest": "sha256:852af6f78a5519b32eb1cb2ba67d3dde38d77ea6246b323fd840feb51f9c7fe6",
   "signer": "SHA256:DR1lLNQkCV8vg9WfRltvV75Ru9wKeJfRrOIqRnTcNo4",
   "key": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGaXsJEX/y/FZ7QjFKl639xuU6PgyOmfF58dW4P77lqI",
-  "signature": "N2RJIoa4q99fs4B5y9qGVIiFNAHiSdZb38LQBh5BiuAjKfQiDOruianQd70KiENwUPCBOmzNQq2xFEech+NeDA=="
+  "signature": "CxbbnOy9PGXRVRoICAexIIyVDmmblIM+3r89xf426bDMummof1etPPHM0c4NnH67S4uJJ6Z9ZxIUoX0bm3HeAQ=="
 }
