@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any, cast
 
 from sqlalchemy import Connection, Table, and_, exists, func, or_, select
@@ -236,6 +236,7 @@ class ExecutionRepo:
         *,
         skill: str | None = None,
         status: str | None = None,
+        statuses: Collection[str] = (),
         limit: int = 50,
         cursor: str | None = None,
         id_prefix: str | None = None,
@@ -243,6 +244,7 @@ class ExecutionRepo:
         host: str | None = None,
     ) -> tuple[list[Execution], str | None]:
         """Newest first; ``cursor`` is the opaque value of the previous page's ``next_cursor``;
+        ``statuses``: only the executions in one of these (with ``status``, in both);
         ``id_prefix``: only the executions whose id starts with these hex digits;
         ``requested_by``: only those this principal asked for; ``host``: only the calls handed
         to that edge worker (their timeline's ``dispatched`` event names it)."""
@@ -253,6 +255,8 @@ class ExecutionRepo:
             query = query.where(_EXEC.c.skill == skill)
         if status:
             query = query.where(_EXEC.c.status == status)
+        if statuses:
+            query = query.where(_EXEC.c.status.in_(list(statuses)))
         if requested_by:
             query = query.where(_EXEC.c.requested_by == requested_by)
         if host:
@@ -278,6 +282,18 @@ class ExecutionRepo:
         items = [from_row(r) for r in rows[:limit]]
         next_cursor = encode_cursor(items[-1]) if len(rows) > limit and items else None
         return items, next_cursor
+
+    def newest_of(self, skills: Iterable[str]) -> dict[str, Execution]:
+        """The newest call of each of ``skills`` that has one (the catalogue's last run)."""
+        found: dict[str, Execution] = {}
+        order = (_EXEC.c.created_at.desc(), _EXEC.c.id.desc())
+        with self.db.read() as conn:
+            for name in skills:  # one indexed look each (skill, created_at): pages are short
+                query = select(_EXEC).where(_EXEC.c.skill == name).order_by(*order).limit(1)
+                row = conn.execute(query).mappings().first()
+                if row is not None:
+                    found[name] = from_row(row)
+        return found
 
     def unfinished(self) -> list[Execution]:
         """Executions still ``running`` in the store (at start-up: left by a dead manager)."""
