@@ -184,8 +184,7 @@ def test_login_lands_on_the_home_which_works_with_a_keyboard_and_on_a_phone(
     page.wait_for_url(re.compile(r"/approvals/[0-9a-f]+$"))
     page.go_back()
 
-    screenshot(page, "home", full_page=True)
-    screenshot(page, "ui-home")
+    screenshot(page, "ui-home", full_page=True)
     page.set_viewport_size(PHONE)
     assert page.evaluate("document.documentElement.scrollWidth") == PHONE["width"]
     screenshot(page, "phone-home", full_page=True)
@@ -212,7 +211,7 @@ def test_the_table_view_is_chosen_once_and_follows_the_principal_to_another_brow
     page.get_by_role("link", name=re.compile(r"Show the model's \d catalogue tools")).click()
     expect(page.locator("a.skill-name", has_text="search_skills")).to_have_count(1)
     page.goto(console.url + "/skills")
-    screenshot(page, "ui-catalogue-table")
+    screenshot(page, "ui-catalogue-table", height=640)
     page.set_viewport_size(PHONE)
     assert page.evaluate("document.documentElement.scrollWidth") == PHONE["width"]
     screenshot(page, "phone-catalogue-table", full_page=True)
