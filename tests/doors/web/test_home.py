@@ -231,3 +231,15 @@ def test_the_table_view_is_chosen_once_and_follows_the_principal_to_another_brow
         elsewhere.context.close()
     assert not guard.unexpected(), guard.problems
     assert console.store.preferences.get("olga", "catalogue.view") == "cards"
+
+
+def test_the_homes_audit_verdict_is_the_newest_one_made_in_the_console(console: Console) -> None:
+    entries = re.compile(r"<strong>Intact:</strong> (\d+) entries checked")
+    with console.logged_in("vera") as vera:
+        first = entries.search(vera.get("/").text)
+        console.rest("POST", "/v1/reload", "admin")  # one more entry in the chain
+        again = entries.search(vera.get("/").text)
+        assert first and again and again.group(1) == first.group(1)  # kept, not verified again
+        vera.post("/audit/verify", data={"csrf": console.csrf(vera)})
+        after = entries.search(vera.get("/").text)
+    assert after and int(after.group(1)) > int(first.group(1))

@@ -68,6 +68,10 @@ class AuditCheck:
         self.last: AuditState | None = None
         self._lock = asyncio.Lock()
 
+    def record(self, result: Verification) -> None:
+        """A verification made elsewhere in this console (the audit page's *Verify now*)."""
+        self.last = AuditState(result, time.time())
+
     async def state(self, store: Store) -> AuditState:
         async with self._lock:
             last = self.last
