@@ -14,9 +14,9 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Collection, Iterable, Sequence
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
-from sqlalchemy import Connection, Table, and_, exists, func, or_, select
+from sqlalchemy import Connection, Table, and_, exists, func, or_, select, union_all
 
 from ongrid_skills.errors import InvalidRequest
 from ongrid_skills.execution.records import ErrorInfo, Event, Execution, Status
@@ -123,6 +123,14 @@ def from_row(row: Any) -> Execution:
         finished_at=row["finished_at"],
         duration_ms=row["duration_ms"],
     )
+
+
+class LastCall(NamedTuple):
+    """A skill's newest call, as a list of skills shows it."""
+
+    id: str
+    status: Status
+    created_at: float
 
 
 class ExecutionRepo:
@@ -283,17 +291,23 @@ class ExecutionRepo:
         next_cursor = encode_cursor(items[-1]) if len(rows) > limit and items else None
         return items, next_cursor
 
-    def newest_of(self, skills: Iterable[str]) -> dict[str, Execution]:
-        """The newest call of each of ``skills`` that has one (the catalogue's last run)."""
-        found: dict[str, Execution] = {}
-        order = (_EXEC.c.created_at.desc(), _EXEC.c.id.desc())
+    def newest_of(self, skills: Iterable[str]) -> dict[str, LastCall]:
+        """The newest call of each of ``skills`` that has one (the catalogue's last run): one
+        query, an indexed look of one row per skill (skill, created_at)."""
+        names = list(dict.fromkeys(skills))
+        if not names:
+            return {}
+        columns = (_EXEC.c.skill, _EXEC.c.id, _EXEC.c.status, _EXEC.c.created_at)
+        # By created_at alone: the index (skill, created_at) then gives the row without a sort.
+        order = _EXEC.c.created_at.desc()
+        newest = [
+            select(*columns).where(_EXEC.c.skill == name).order_by(order).limit(1).subquery()
+            for name in names
+        ]
+        query = union_all(*(select(one) for one in newest))
         with self.db.read() as conn:
-            for name in skills:  # one indexed look each (skill, created_at): pages are short
-                query = select(_EXEC).where(_EXEC.c.skill == name).order_by(*order).limit(1)
-                row = conn.execute(query).mappings().first()
-                if row is not None:
-                    found[name] = from_row(row)
-        return found
+            rows = conn.execute(query).all()
+        return {row[0]: LastCall(row[1], Status(row[2]), row[3]) for row in rows}
 
     def unfinished(self) -> list[Execution]:
         """Executions still ``running`` in the store (at start-up: left by a dead manager)."""
