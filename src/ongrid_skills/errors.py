@@ -145,10 +145,14 @@ class ManifestError(SkillError):
         line: int = 1,
         column: int = 1,
         field: str | None = None,
+        load_code: str | None = None,
     ) -> None:
         super().__init__(message)
         self.path = path
         self.kind = kind
+        #: Why, as a stable word for the loader's report (``unreadable``, ``too_large``, …);
+        #: None: ``parse_error`` or ``invalid_manifest`` by ``kind`` (see skills/discovery.py).
+        self.load_code = load_code
         self.name = name
         self.line = line
         self.column = column

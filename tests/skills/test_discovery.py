@@ -502,3 +502,44 @@ def test_the_external_dirs_variable_feeds_the_loader_with_both_separators(
         'skill loader: skip non-absolute dir "relative/dir"',
         registered("b", two),
     ]
+
+
+# --- the report's stable codes -------------------------------------------------------------
+
+
+def test_every_skipped_file_and_dir_carries_the_stable_code_of_why(tmp_path: Path) -> None:
+    root = tmp_path / "skills"
+    (root / "fifo").mkdir(parents=True)
+    os.mkfifo(root / "fifo" / "skill.json")
+    (root / "big").mkdir()
+    (root / "big" / "skill.json").write_text(" " * (2 * 1024 * 1024))
+    (root / "dangling").mkdir()
+    (root / "dangling" / "skill.json").symlink_to(tmp_path / "gone.json")
+    (root / "escape").mkdir()
+    (root / "escape" / "skill.json").symlink_to(write_skill(tmp_path / "elsewhere", "outsider"))
+    write_skill(root / "one", "same")
+    write_skill(root / "two", "same")
+    (root / "typo").mkdir()
+    (root / "typo" / "skill.json").write_text("{")
+    write_skill(root / "wrong", "Bad-Name")
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    registry, _lines = load(root, "relative/dir", tmp_path / "absent", a_file)
+    codes = {
+        os.path.relpath(item.path, tmp_path): (item.code, item.to_dict()["code"])
+        for item in registry.report.skipped
+    }
+    assert {path: code for path, (code, shown) in codes.items() if code == shown} == {
+        "skills/big/skill.json": "too_large",
+        "skills/dangling/skill.json": "unreadable",
+        "skills/escape/skill.json": "symlink_escapes_root",
+        "skills/fifo/skill.json": "unreadable",
+        "skills/two/skill.json": "name_taken",
+        "skills/typo/skill.json": "parse_error",
+        "skills/wrong/skill.json": "invalid_manifest",
+        os.path.relpath("relative/dir", tmp_path): "dir_not_absolute",
+        "absent": "dir_missing",
+        "a-file": "dir_not_a_directory",
+    }
+    wrong = next(i for i in registry.report.skipped if i.path.endswith("wrong/skill.json"))
+    assert wrong.to_dict()["field"] == "name"

@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 import pytest
@@ -316,12 +317,14 @@ def page(browser: Browser, page_guard: PageGuard) -> Iterator[Page]:
     assert not problems, "the page reported problems:\n" + "\n".join(problems)
 
 
-def login(page: Page, console: Console, who: str = "admin") -> None:
-    """Log ``page`` in as ``who`` through the login form, with the keyboard."""
-    page.goto(console.url + "/login")
+def login(page: Page, console: Console, who: str = "admin", then: str = "/skills") -> None:
+    """Log ``page`` in as ``who`` through the login form, with the keyboard, and land on
+    ``then`` (the page a link to the console would have asked for; without one, login lands
+    on the home page)."""
+    page.goto(console.url + "/login?" + urlencode({"next": then}))
     page.fill("#token", console.tokens[who])
     page.press("#token", "Enter")
-    page.wait_for_url(console.url + "/skills")
+    page.wait_for_url(console.url + then)
 
 
 def screenshot(page: Page, name: str, full_page: bool = False, height: int | None = None) -> Path:

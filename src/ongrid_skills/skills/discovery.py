@@ -32,6 +32,30 @@ PREFIX = "skill loader: "
 LogSink = Callable[[str], None]
 
 
+#: Why a file or folder was skipped, as stable words a script or a page may rely on (the
+#: ``reason`` beside it is for people and may be reworded).
+LOAD_CODES: dict[str, str] = {
+    "parse_error": "the file is not valid JSON, YAML frontmatter or UTF-8",
+    "invalid_manifest": "the file parsed but a field is wrong (``field`` names it when known)",
+    "unreadable": "the file cannot be read: permissions, not a regular file, a broken symlink",
+    "too_large": "the file is over the size cap",
+    "symlink_escapes_root": "a symlinked file resolves outside its allow-listed root",
+    "name_taken": "the name is already registered: the first one found wins (not an error)",
+    "second_skill_file": "the folder already has its skill file (not an error)",
+    "dir_not_absolute": "a configured dir is a relative path",
+    "dir_missing": "a configured dir does not exist",
+    "dir_not_a_directory": "a configured dir is a file",
+    "dir_unreadable": "a dir or folder cannot be listed",
+}
+
+
+def load_code(err: ManifestError) -> str:
+    """The stable word for why ``err``'s file was refused."""
+    if err.load_code is not None:
+        return err.load_code
+    return "parse_error" if err.kind == "parse" else "invalid_manifest"
+
+
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 _CONTROL_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
@@ -52,7 +76,8 @@ class Skipped:
 
     ``what`` is ``skill.json``, ``SKILL.md``, ``persona`` or ``dir``; ``kind`` is ``parse`` or
     ``build`` (a refused file: ``error`` holds it), ``duplicate`` (a name already taken: not an
-    error) or ``dir``; ``log_line`` is the loader line that reported it."""
+    error) or ``dir``; ``log_line`` is the loader line that reported it; ``code`` is why, as
+    one of the stable words of :data:`LOAD_CODES`."""
 
     what: str
     kind: str
@@ -61,17 +86,20 @@ class Skipped:
     log_line: str
     name: str | None = None
     error: ManifestError | None = None
+    code: str = "invalid_manifest"
 
     def to_dict(self) -> dict[str, object]:
         err = self.error
         return {
             "what": self.what,
             "kind": self.kind,
+            "code": self.code,
             "path": self.path,
             "name": self.name,
             "reason": self.reason,
             "line": err.line if err is not None else None,
             "column": err.column if err is not None else None,
+            "field": err.field if err is not None else None,
             "log_line": self.log_line,
         }
 
@@ -134,21 +162,24 @@ class Walker:
         """The usable roots among ``dirs``, in order; every one skipped is logged with why."""
         for raw in dirs:
             if not os.path.isabs(raw):
-                self.skip_dir(raw, "not an absolute path", f'skip non-absolute dir "{raw}"')
+                why = "not an absolute path"
+                self.skip_dir(raw, why, f'skip non-absolute dir "{raw}"', "dir_not_absolute")
                 continue
             shown = os.path.normpath(raw)
             try:
                 st = os.stat(shown)
             except FileNotFoundError:
-                self.skip_dir(shown, "not present", f"dir {shown} not present, skipping")
+                message = f"dir {shown} not present, skipping"
+                self.skip_dir(shown, "not present", message, "dir_missing")
                 continue
             except OSError as exc:
                 why = f"cannot be read ({exc.strerror})"
-                self.skip_dir(shown, why, f"dir {shown} {why}, skipping")
+                self.skip_dir(shown, why, f"dir {shown} {why}, skipping", "dir_unreadable")
                 continue
             if not stat.S_ISDIR(st.st_mode):
                 why = "not a directory"
-                self.skip_dir(shown, why, f"dir {shown} is {why}, skipping")
+                message = f"dir {shown} is {why}, skipping"
+                self.skip_dir(shown, why, message, "dir_not_a_directory")
                 continue
             yield Root(shown, os.path.realpath(shown))
 
@@ -189,7 +220,8 @@ class Walker:
                 entries = sorted(it, key=lambda e: e.name)
         except OSError as exc:
             why = f"{exc.strerror or exc}"
-            self.skip_dir(shown_dir, why, f"skip unreadable dir {shown_dir}: {why}")
+            message = f"skip unreadable dir {shown_dir}: {why}"
+            self.skip_dir(shown_dir, why, message, "dir_unreadable")
             return None
         if shown_dir == real_dir:  # the usual case: an entry's path is the path shown
             return ((e.path, e) for e in entries)
@@ -202,7 +234,12 @@ class Walker:
             real = os.path.realpath(entry.path, strict=True)
         except OSError as exc:
             self._fail(
-                ManifestError(f"broken symlink: {exc.strerror or exc}", path=shown, kind="parse")
+                ManifestError(
+                    f"broken symlink: {exc.strerror or exc}",
+                    path=shown,
+                    kind="parse",
+                    load_code="unreadable",
+                )
             )
             return None
         if not is_within(real, root.real):
@@ -211,17 +248,18 @@ class Walker:
                     f"symlink to {real} escapes allowlist root {root.shown}",
                     path=shown,
                     kind="parse",
+                    load_code="symlink_escapes_root",
                 )
             )
             return None
         return real
 
-    def skip_dir(self, path: str, reason: str, message: str) -> None:
+    def skip_dir(self, path: str, reason: str, message: str, code: str) -> None:
         """Log a root or folder that is not walked, and keep it in the report."""
         self.log(message)
         self.report.skipped_dirs += 1
         line = PREFIX + self.report.lines[-1]
-        self.report.skipped.append(Skipped("dir", "dir", path, reason, line))
+        self.report.skipped.append(Skipped("dir", "dir", path, reason, line, code=code))
 
     def refuse(self, err: ManifestError, prefix: str = "") -> None:
         """Log a refused file and keep it in the report (its error, path and loader line)."""
@@ -230,15 +268,18 @@ class Walker:
         line = PREFIX + self.report.lines[-1]
         name = err.name or None
         self.report.skipped.append(
-            Skipped(self.what, err.kind, err.path, err.message, line, name, err)
+            Skipped(self.what, err.kind, err.path, err.message, line, name, err, load_code(err))
         )
 
-    def duplicate(self, name: str | None, path: str, reason: str, message: str) -> None:
+    def duplicate(
+        self, name: str | None, path: str, reason: str, message: str, code: str = "name_taken"
+    ) -> None:
         """Log a file not loaded because another one came first (a name already taken, a
         second skill file in a folder), and keep it in the report: not an error."""
         self.log(message)
         line = PREFIX + self.report.lines[-1]
-        self.report.skipped.append(Skipped(self.what, "duplicate", path, reason, line, name))
+        item = Skipped(self.what, "duplicate", path, reason, line, name, code=code)
+        self.report.skipped.append(item)
 
     def _fail(self, err: ManifestError) -> None:
         self.refuse(err)
@@ -340,7 +381,7 @@ def load_native(
             folder = os.path.dirname(shown)
             if folder in folders:
                 why = f"{folders[folder]} is the skill file of this folder"
-                walker.duplicate(None, shown, why, f"skip {shown}: {why}")
+                walker.duplicate(None, shown, why, f"skip {shown}: {why}", "second_skill_file")
                 continue
             folders[folder] = shown
             try:

@@ -59,14 +59,19 @@ def read_text(path: str) -> str:
     try:
         raw = read_regular(path, MAX_FRONTMATTER_FILE_BYTES + 1)
     except NotRegularFile:
-        raise ManifestError("not a regular file", path=path, kind="parse") from None
+        raise ManifestError(
+            "not a regular file", path=path, kind="parse", load_code="unreadable"
+        ) from None
     except OSError as exc:
         raise ManifestError(
-            f"cannot read: {exc.strerror or exc}", path=path, kind="parse"
+            f"cannot read: {exc.strerror or exc}", path=path, kind="parse", load_code="unreadable"
         ) from None
     if len(raw) > MAX_FRONTMATTER_FILE_BYTES:
         raise ManifestError(
-            f"file is larger than {MAX_FRONTMATTER_FILE_BYTES} bytes", path=path, kind="parse"
+            f"file is larger than {MAX_FRONTMATTER_FILE_BYTES} bytes",
+            path=path,
+            kind="parse",
+            load_code="too_large",
         )
     try:
         return raw.decode("utf-8-sig")

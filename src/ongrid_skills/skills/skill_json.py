@@ -65,10 +65,12 @@ def read_manifest(path: str) -> tuple[bytes, dict[str, Any]]:
         # A FIFO named skill.json must not block start-up: only regular files are read.
         raw = read_regular(path, MAX_MANIFEST_BYTES + 1)
     except NotRegularFile:
-        raise ManifestError("not a regular file", path=path, kind="parse") from None
+        raise ManifestError(
+            "not a regular file", path=path, kind="parse", load_code="unreadable"
+        ) from None
     except OSError as exc:
         raise ManifestError(
-            f"cannot read: {exc.strerror or exc}", path=path, kind="parse"
+            f"cannot read: {exc.strerror or exc}", path=path, kind="parse", load_code="unreadable"
         ) from None
     return raw, parse_manifest(raw, path)
 
@@ -76,7 +78,10 @@ def read_manifest(path: str) -> tuple[bytes, dict[str, Any]]:
 def parse_manifest(raw: bytes, path: str) -> dict[str, Any]:
     if len(raw) > MAX_MANIFEST_BYTES:
         raise ManifestError(
-            f"file is larger than {MAX_MANIFEST_BYTES} bytes", path=path, kind="parse"
+            f"file is larger than {MAX_MANIFEST_BYTES} bytes",
+            path=path,
+            kind="parse",
+            load_code="too_large",
         )
     if raw.startswith(b"\xef\xbb\xbf"):
         raise ManifestError(

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Sequence
-from typing import Any, cast
+from collections.abc import Collection, Iterable, Sequence
+from typing import Any, NamedTuple, cast
 
-from sqlalchemy import Connection, Table, and_, exists, func, or_, select
+from sqlalchemy import Connection, Table, and_, exists, func, or_, select, union_all
 
 from ongrid_skills.errors import InvalidRequest
 from ongrid_skills.execution.records import ErrorInfo, Event, Execution, Status
@@ -123,6 +123,14 @@ def from_row(row: Any) -> Execution:
         finished_at=row["finished_at"],
         duration_ms=row["duration_ms"],
     )
+
+
+class LastCall(NamedTuple):
+    """A skill's newest call, as a list of skills shows it."""
+
+    id: str
+    status: Status
+    created_at: float
 
 
 class ExecutionRepo:
@@ -236,6 +244,7 @@ class ExecutionRepo:
         *,
         skill: str | None = None,
         status: str | None = None,
+        statuses: Collection[str] = (),
         limit: int = 50,
         cursor: str | None = None,
         id_prefix: str | None = None,
@@ -243,6 +252,7 @@ class ExecutionRepo:
         host: str | None = None,
     ) -> tuple[list[Execution], str | None]:
         """Newest first; ``cursor`` is the opaque value of the previous page's ``next_cursor``;
+        ``statuses``: only the executions in one of these (with ``status``, in both);
         ``id_prefix``: only the executions whose id starts with these hex digits;
         ``requested_by``: only those this principal asked for; ``host``: only the calls handed
         to that edge worker (their timeline's ``dispatched`` event names it)."""
@@ -253,6 +263,8 @@ class ExecutionRepo:
             query = query.where(_EXEC.c.skill == skill)
         if status:
             query = query.where(_EXEC.c.status == status)
+        if statuses:
+            query = query.where(_EXEC.c.status.in_(list(statuses)))
         if requested_by:
             query = query.where(_EXEC.c.requested_by == requested_by)
         if host:
@@ -278,6 +290,24 @@ class ExecutionRepo:
         items = [from_row(r) for r in rows[:limit]]
         next_cursor = encode_cursor(items[-1]) if len(rows) > limit and items else None
         return items, next_cursor
+
+    def newest_of(self, skills: Iterable[str]) -> dict[str, LastCall]:
+        """The newest call of each of ``skills`` that has one (the catalogue's last run): one
+        query, an indexed look of one row per skill (skill, created_at)."""
+        names = list(dict.fromkeys(skills))
+        if not names:
+            return {}
+        columns = (_EXEC.c.skill, _EXEC.c.id, _EXEC.c.status, _EXEC.c.created_at)
+        # By created_at alone: the index (skill, created_at) then gives the row without a sort.
+        order = _EXEC.c.created_at.desc()
+        newest = [
+            select(*columns).where(_EXEC.c.skill == name).order_by(order).limit(1).subquery()
+            for name in names
+        ]
+        query = union_all(*(select(one) for one in newest))
+        with self.db.read() as conn:
+            rows = conn.execute(query).all()
+        return {row[0]: LastCall(row[1], Status(row[2]), row[3]) for row in rows}
 
     def unfinished(self) -> list[Execution]:
         """Executions still ``running`` in the store (at start-up: left by a dead manager)."""

@@ -21,6 +21,7 @@ from ongrid_skills.store.credentials import CredentialRepo
 from ongrid_skills.store.executions import ExecutionRepo
 from ongrid_skills.store.leases import LeaseRepo
 from ongrid_skills.store.personas import PersonaRepo
+from ongrid_skills.store.preferences import PreferenceRepo
 from ongrid_skills.store.sessions import SessionRepo
 from ongrid_skills.store.tokens import TokenRepo
 
@@ -30,7 +31,8 @@ if TYPE_CHECKING:
 
 class Store:
     """The repositories over one :class:`Database`: ``executions``, ``approvals``, ``audit``,
-    ``tokens``, ``sessions``, ``leases``, ``credentials``, ``personas``; ``tx()`` and
+    ``tokens``, ``sessions``, ``leases``, ``credentials``, ``personas``, ``preferences``;
+    ``tx()`` and
     ``read()`` are the database's."""
 
     def __init__(self, db: Database, audit: AuditLog) -> None:
@@ -45,6 +47,7 @@ class Store:
         self.leases = LeaseRepo(db)
         self.credentials = CredentialRepo(db, self.audit)
         self.personas = PersonaRepo(db, self.audit)
+        self.preferences = PreferenceRepo(db)
 
     @contextmanager
     def tx(self) -> Iterator[Connection]:

@@ -316,3 +316,20 @@ class PersonaRow(Base):
 
 
 Index("ix_executions_status_created", ExecutionRow.status, ExecutionRow.created_at)
+
+
+class PreferenceRow(Base):
+    """A console preference of one principal (migration 0012): the catalogue's view, say. A
+    preference belongs to the principal's name, so every token and session of that name shares
+    it; it decides nothing but how a page is shown."""
+
+    __tablename__ = "preferences"
+
+    principal: Mapped[str] = mapped_column(String(128), primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[Any] = mapped_column(JSON)
+    updated_at: Mapped[float] = mapped_column(Float)
+
+
+# The catalogue's last-run column asks each shown skill's newest call (migration 0012).
+Index("ix_executions_skill_created", ExecutionRow.skill, ExecutionRow.created_at)

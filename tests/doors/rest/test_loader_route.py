@@ -110,3 +110,31 @@ def test_the_loader_report_is_declared_in_the_openapi_document(server: Server) -
 def server_item(server: Server) -> dict[str, object]:
     item: dict[str, object] = server.call("GET", "/v1/loader", "admin").json()["items"][0]
     return item
+
+
+def test_a_reload_answers_each_file_it_skipped_with_a_stable_code_and_the_reason(
+    server: Server, tmp_path: Path
+) -> None:
+    answer = server.call("POST", "/v1/reload", "admin")
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert (body["skills"], body["loader_errors"]) == (1, 4)
+    codes = {item["path"]: (item["code"], item["field"]) for item in body["skipped"]}
+    assert codes == {
+        str(tmp_path / "skills" / "noexec" / "skill.json"): ("invalid_manifest", "entry"),
+        str(tmp_path / "skills" / "typo" / "skill.json"): ("parse_error", None),
+        str(tmp_path / "skills" / "good-again" / "skill.json"): ("name_taken", None),
+        str(tmp_path / "native" / "notes" / "SKILL.md"): ("invalid_manifest", "description"),
+        str(tmp_path / "personas" / "oncall.md"): ("invalid_manifest", "permission_mode"),
+        str(tmp_path / "absent"): ("dir_missing", None),
+    }
+    # The same items as the loader report, reasons and loader lines included.
+    assert body["skipped"] == server.call("GET", "/v1/loader", "admin").json()["items"]
+    noexec = body["skipped"][[i["name"] for i in body["skipped"]].index("noexec")]
+    assert "is not executable" in noexec["reason"]
+    schema = server.call("GET", "/openapi.json", "vera").json()
+    operation = schema["paths"]["/v1/reload"]["post"]
+    declared = operation["responses"]["200"]["content"]["application/json"]["schema"]
+    assert declared == {"$ref": "#/components/schemas/ReloadAnswer"}
+    codes_doc = schema["components"]["schemas"]["SkippedFile"]["properties"]["code"]
+    assert "symlink_escapes_root" in codes_doc["description"]

@@ -693,7 +693,7 @@ def test_reload_picks_up_a_new_skill_folder(server: Server, skills_root: Path) -
     write_skill(skills_root, "fresh_skill", ECHO)
     response = server.call("POST", "/v1/reload", "admin")
     assert response.status_code == 200
-    assert response.json() == {"skills": 6, "loader_errors": 0}
+    assert response.json() == {"skills": 6, "loader_errors": 0, "skipped": []}
     assert server.call("GET", "/v1/skills/fresh_skill", "vera").json()["name"] == "fresh_skill"
     assert execute(server, "fresh_skill", args={"a": 1}).json()["result"] == {"a": 1}
     entries = server.call("GET", "/v1/audit", params={"action": "registry.reloaded"}).json()

@@ -182,7 +182,7 @@ def test_a_running_execution_turns_succeeded_on_the_skill_page_without_a_reload(
 
 
 def test_the_keyboard_reaches_everything_with_a_visible_focus(console: Console, page: Page) -> None:
-    page.goto(console.url + "/login")
+    page.goto(console.url + "/login?next=/skills")
     # autofocus is applied at the next rendering step, which may come after the load event
     expect(page.locator("#token")).to_be_focused()  # focused on arrival
     page.keyboard.type(console.tokens["vera"])

@@ -90,6 +90,10 @@ def test_the_hosts_page_follows_a_worker_killed_and_started_again_without_a_relo
     expect(page.locator(".live-state")).to_contain_text("beta is offline")
     expect(row(page, "alpha")).to_contain_text("online")
     screenshot(page, "ui-hosts-offline")
+    with fleet_console.logged_in("vera") as client:  # and the home lists it as offline
+        home = client.get("/").text
+    assert '<a href="/hosts/beta"><code>beta</code></a> <span class="status host-offline">' in home
+    assert 'href="/hosts/alpha"' not in home
 
     fleet.worker("beta", worker_skills, "env=staging")
     back = page.locator('table.hosts tr[data-host="beta"][data-online="yes"]')

@@ -32,7 +32,8 @@ def test_every_answer_of_the_console_carries_the_security_headers(console: Conso
         answers = {
             "page": page,
             "skill page": client.get("/skills/host_info"),
-            "redirect": client.get("/"),
+            "home": client.get("/"),
+            "redirect": client.get("/login"),  # logged in already: on to the home
             "static": css,
             "favicon": client.get("/favicon.ico"),
             "unknown page": client.get("/nowhere"),
@@ -50,6 +51,7 @@ def test_every_answer_of_the_console_carries_the_security_headers(console: Conso
     assert statuses == {
         "page": 200,
         "skill page": 200,
+        "home": 200,
         "redirect": 303,
         "static": 200,
         "favicon": 200,

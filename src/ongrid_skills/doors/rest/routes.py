@@ -28,6 +28,7 @@ from ongrid_skills.execution.records import Event, Execution, Status
 from ongrid_skills.governance.gate import offered, require_role
 from ongrid_skills.governance.principal import Principal
 from ongrid_skills.manager import Manager
+from ongrid_skills.skills.discovery import LOAD_CODES
 from ongrid_skills.types import Role, SkillClass
 
 router = APIRouter()
@@ -330,13 +331,6 @@ async def audit_verify(manager: Mgr, _caller: Caller) -> JSONResponse:
     return JSONResponse(result.to_dict())
 
 
-@router.post("/v1/reload", responses=responses(403))
-async def reload(manager: Mgr, caller: Caller) -> dict[str, Any]:
-    require_role(caller, Role.ADMIN)
-    registry = await manager.reload(caller.name)
-    return {"skills": len(registry), "loader_errors": len(registry.report.errors)}
-
-
 class SkippedFile(BaseModel):
     """One file or folder the last load skipped."""
 
@@ -345,11 +339,13 @@ class SkippedFile(BaseModel):
         description="parse or build (refused: counted in errors), duplicate (a name already "
         "taken: the first one found wins), dir (a root or folder not walked)"
     )
+    code: str = Field(description="why, as a stable word: " + ", ".join(LOAD_CODES))
     path: str = Field(description="as the loader shows it (absolute, or the relative root given)")
     name: str | None = Field(description="the skill or persona name, when the file gave one")
     reason: str
     line: int | None = Field(description="where in the file (refused files only)")
     column: int | None
+    field: str | None = Field(description="the manifest field at fault, when known")
     log_line: str = Field(description="the loader line that reported it (SPEC §3)")
 
 
@@ -361,6 +357,30 @@ class LoaderReport(BaseModel):
     errors: int = Field(description="files refused (parse or build), /v1/health's loader_errors")
     items: list[SkippedFile] = Field(description="every skipped file and folder, in load order")
     total: int
+
+
+class ReloadAnswer(BaseModel):
+    """What a reload loaded, and every file and folder it skipped, with why."""
+
+    skills: int = Field(description="skills loaded")
+    loader_errors: int = Field(description="files refused (parse or build)")
+    skipped: list[SkippedFile] = Field(
+        description="every skipped file and folder, in load order (as GET /v1/loader lists them)"
+    )
+
+
+@router.post("/v1/reload", response_model=ReloadAnswer, responses=responses(403))
+async def reload(manager: Mgr, caller: Caller) -> dict[str, Any]:
+    """Re-scan every configured dir now; the answer names each file that did not load, and why
+    (the loader lines go to the server's log as well)."""
+    require_role(caller, Role.ADMIN)
+    registry = await manager.reload(caller.name)
+    report = registry.report
+    return {
+        "skills": len(registry),
+        "loader_errors": len(report.errors),
+        "skipped": [item.to_dict() for item in report.skipped],
+    }
 
 
 @router.get("/v1/loader", response_model=LoaderReport, responses=responses(403))

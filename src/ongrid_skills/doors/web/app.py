@@ -20,6 +20,7 @@ from ongrid_skills.doors.web import (
     errors,
     execution_page,
     history,
+    home,
     hosts,
     live,
     login,
@@ -45,6 +46,7 @@ def build_web_app(settings: Settings) -> FastAPI:
     app.state.assets = assets
     app.state.templates = environment(assets.url)
     app.state.login_throttle = LoginThrottle()
+    app.state.audit_check = home.AuditCheck()
     app.state.session_checks = session_checks(app)
     errors.install(app)
     app.add_middleware(SessionStreams)  # innermost: the streams of logged-in users
@@ -54,6 +56,7 @@ def build_web_app(settings: Settings) -> FastAPI:
     app.router.routes.append(Route(PREFIX + "/{digest}/{name:path}", static_file, methods=["GET"]))
     app.router.routes.append(Route("/favicon.ico", favicon, methods=["GET"]))
     app.include_router(login.router)
+    app.include_router(home.router)
     app.include_router(pages.router)
     app.include_router(live.router)
     app.include_router(approvals.router)

@@ -172,6 +172,7 @@ async def audit_verify(request: Request, _session: Session, _form: CheckedForm) 
     result: intact, or where it breaks."""
     store = manager_of(request).store
     result = await asyncio.to_thread(store.audit.verify)  # reads every entry
+    request.app.state.audit_check.record(result)  # the home shows the newest verdict
     return audit_page(
         request, action=None, actor=None, subject=None, before=None, verification=result
     )

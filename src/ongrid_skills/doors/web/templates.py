@@ -19,6 +19,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
+from ongrid_skills.doors.web.catalogue import shown_category
 from ongrid_skills.execution.records import iso
 from ongrid_skills.governance.gate import has_role
 from ongrid_skills.governance.principal import Principal
@@ -44,6 +45,7 @@ class NavItem:
 
 #: The main navigation, in order. A new page family adds its entry here.
 NAV: tuple[NavItem, ...] = (
+    NavItem("home", "Home", "/"),
     NavItem("catalogue", "Catalogue", "/skills"),
     NavItem("chat", "Chat", "/chat"),
     NavItem("approvals", "Approvals", "/approvals"),
@@ -73,6 +75,7 @@ def environment(static_url: Callable[[str], str]) -> Environment:
     env.filters["iso"] = iso
     env.filters["when"] = when
     env.filters["ago"] = ago
+    env.filters["category"] = shown_category
     return env
 
 
