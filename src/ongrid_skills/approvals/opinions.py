@@ -27,6 +27,7 @@ from ongrid_skills.approvals.ledger import Ledger
 from ongrid_skills.approvals.lifecycle import Lifecycle
 from ongrid_skills.errors import Conflict
 from ongrid_skills.metrics import Metrics
+from ongrid_skills.notify.events import ApprovalEvent
 from ongrid_skills.store import Store
 from ongrid_skills.store.approvals import Approval, Review, Signature
 from ongrid_skills.types import SkillClass
@@ -74,6 +75,8 @@ class Opinions:
             if not self.store.approvals.claim_review(conn, approval_id, review):
                 return None
         approval.review = review
+        if len(self.ledger.feed):  # the cards say the reviewer is reading; no webhook for that
+            self.ledger.feed.hear(ApprovalEvent("reviewed", approval, reviewer_principal(persona)))
         return approval
 
     def attach(self, approval_id: str, review: Review, *, counts: bool = False) -> Approval | None:

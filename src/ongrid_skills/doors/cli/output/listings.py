@@ -143,6 +143,9 @@ def audit_table(entries: Iterable[Mapping[str, Any]], when: Any) -> Table:
 
 
 def approvals_table(items: Iterable[Mapping[str, Any]]) -> Table:
+    """The inbox; a REVIEW column when a reviewer has read any of its requests."""
+    rows = list(items)
+    reviewed = any(a.get("review") for a in rows)
     table = Table(
         [
             Column("ID", key=True),
@@ -151,19 +154,18 @@ def approvals_table(items: Iterable[Mapping[str, Any]]) -> Table:
             Column("CLASS"),
             Column("SIGNED"),
             Column("REQUESTED BY"),
-            Column("REVIEW"),
+            *([Column("REVIEW")] if reviewed else []),
             Column("ARGS", flexible=True),
         ]
     )
-    for a in items:
+    for a in rows:
         signed = f"{a['signatures_collected']}/{a['signatures_required']}"
         args = one_line(_compact(a["args"]), 160)
         by = a["requested_by"] or "-"
         names = ", ".join(f"{slot}={name}" for slot, name in (a.get("credentials") or {}).items())
         skill = f"{a['skill']} [{names}]" if names else a["skill"]  # credential names, no value
-        table.rows.append(
-            [a["id"], status(a["status"]), skill, badge(a["class"]), signed, by, review(a), args]
-        )
+        cells: list[Cell] = [a["id"], status(a["status"]), skill, badge(a["class"]), signed, by]
+        table.rows.append([*cells, *([review(a)] if reviewed else []), args])
     return table
 
 
