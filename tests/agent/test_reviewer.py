@@ -6,6 +6,7 @@ one runs nothing, and a dangerous call still needs two humans; a human who signs
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +27,12 @@ input=$(cat)
 printf '%s\\n' "$input" >> calls.log
 printf '%s\\n' "$input"
 """
+SECRET = "reviewer-never-sees-42"
+SLOT = {"slot": "api", "fields": ["token"], "inject": {"env": {"API_TOKEN": "{{token}}"}}}
+PRINTS = """#!/bin/sh
+cat >/dev/null
+printf '{"who": "%s"}\\n' "$API_TOKEN"
+"""
 CONFIRMS = {"reviewer_confirms_mutating": True}
 REVIEWER_PROMPT = "You are the gatekeeper: you read requests before humans sign them."
 
@@ -36,6 +43,7 @@ def server_skills(tmp_path: Path, make_skill: MakeSkill) -> None:
         "set_flag", ECHO, description="Sets a feature flag on a host.", **{"class": "mutating"}
     )
     make_skill("drop_table", ECHO, description="Drops a table.", **{"class": "dangerous"})
+    make_skill("whoami", PRINTS, credentials=[SLOT])
     write_persona(tmp_path / "personas", "fixer", "mutating-with-confirm")
     write_persona(tmp_path / "personas", "gatekeeper", "read-only", body=REVIEWER_PROMPT)
 
@@ -155,6 +163,37 @@ def test_the_reviewer_reads_an_agent_runs_request_and_its_approving_opinion_is_o
         "the run to end",
     )
     assert calls_of(skills_root, "set-flag") == ['{"flag":"maintenance"}']
+
+
+def test_the_reviewer_reads_the_run_with_credential_values_masked(
+    server: Server, fake: FakeLLM
+) -> None:
+    made = server.call(
+        "POST", "/v1/credentials", "admin", json={"name": "api", "values": {"token": SECRET}}
+    )
+    assert made.status_code == 201, made.text
+    bound = server.call(
+        "POST", "/v1/credentials/api/bind", "admin", json={"slot": "api", "skill": "whoami"}
+    )
+    assert bound.status_code == 200, bound.text
+    fake.add(
+        Reply(calls=[call("whoami", {})]),
+        Reply("Now the flag.", [call("set_flag", {"flag": "on"})]),
+        Reply("I saw no secret.\nDecision: approve"),
+    )
+    started = server.call(
+        "POST", "/v1/agent/runs", "olga", json={"persona": "fixer", "message": "who, then flag"}
+    )
+    assert started.status_code == 202, started.text
+    pending = wait_for(
+        lambda: server.call("GET", "/v1/approvals?status=pending", "vera").json()["items"],
+        "the request",
+    )
+    reviewed(server, pending[0]["id"])
+    asked = fake.request(2)["messages"][-1]["content"]
+    # Masked by the credential's masker (an innocent key: redact() alone would not catch it).
+    assert '[tool] whoami → succeeded: {"who": "***"}' in asked
+    assert SECRET not in json.dumps(fake.request(2))
 
 
 def test_a_rejecting_opinion_is_recorded_and_changes_nothing(
