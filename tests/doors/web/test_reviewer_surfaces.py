@@ -10,8 +10,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
+import httpx2
+import mcp_types as types
 import pytest
 from click.testing import CliRunner
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
 from playwright.sync_api import Browser, expect
 
 from ongrid_skills.doors.cli.main import cli
@@ -91,7 +96,23 @@ def cli_out(console: Console, *args: str) -> str:
     return result.output
 
 
-def test_the_opinion_shows_over_rest_the_cli_and_the_webhook_masked_and_cut_there(
+def mcp_result(console: Console, approval_id: str) -> types.CallToolResult:
+    """``get_execution`` of the request over the MCP HTTP door, as olga."""
+
+    async def call() -> types.CallToolResult:
+        headers = {"Authorization": f"Bearer {console.tokens['olga']}"}
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30)) as http,
+            streamable_http_client(console.url + "/mcp", http_client=http) as (read, write, *_),
+            ClientSession(read, write) as client,
+        ):
+            await client.initialize()
+            return await client.call_tool("get_execution", {"id": approval_id})
+
+    return anyio.run(call)
+
+
+def test_the_opinion_shows_over_rest_the_cli_mcp_and_the_webhook_masked_and_cut_there(
     console: Console, fake: FakeLLM, hooks: Receiver
 ) -> None:
     fake.add(Reply(OPINION))
@@ -107,6 +128,13 @@ def test_the_opinion_shows_over_rest_the_cli_and_the_webhook_masked_and_cut_ther
     assert "REVIEW" in header.split()
     [row] = [r for r in rows if r.startswith(approval_id)]
     assert "approve" in row.split()
+
+    result = mcp_result(console, approval_id)
+    assert result.structured_content is not None
+    assert result.structured_content["review"] == review
+    sentence = result.content[-1]
+    assert isinstance(sentence, types.TextContent)
+    assert sentence.text.endswith("The reviewer (gatekeeper) says: approve.")
 
     def told() -> dict[str, Any] | None:
         for body in hooks.bodies():
