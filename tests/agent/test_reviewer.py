@@ -13,12 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 
-from ongrid_skills.agent.reviewer import RULES, decision_of
+from ongrid_skills.agent.reviewer import RULES, STOPPED, decision_of
+from ongrid_skills.doors.asgi import create_app
 from ongrid_skills.settings import Settings
+from ongrid_skills.store import open_store
 from tests.support.agent import agent_settings
 from tests.support.llm import FakeLLM, Planned, Reply, call
-from tests.support.server import Server
+from tests.support.server import Server, running_app
 from tests.support.skills import MakeSkill, write_persona
 from tests.support.waiting import wait_for
 
@@ -308,6 +311,27 @@ def test_a_human_who_confirms_before_the_reviewer_answers_decides_and_the_opinio
     assert [s["principal"] for s in body["signatures"]] == ["oscar"]
     assert server.final(body["execution_id"])["status"] == "succeeded"
     assert calls_of(skills_root, "set-flag") == ['{"flag":"on"}']
+
+
+def test_a_review_cut_short_by_a_stop_says_so_at_the_next_start(
+    server_settings: Settings, fake: FakeLLM, gate: threading.Event
+) -> None:
+    fake.add(held(gate, Reply("Too late.\nDecision: approve")))
+    with running_app(server_settings) as first:
+        approval_id = ask(first, "set_flag", flag="x")["approval_id"]
+        fake.wait_requests(1)
+        assert approval(first, approval_id)["review"]["status"] == "reviewing"
+    gate.set()
+    store = open_store(server_settings.data_dir, None)
+    try:  # the same data dir served again (its tokens are still there)
+        app = create_app(server_settings, store=store, loader_sink=lambda _line: None)
+        with TestClient(app):
+            again = store.approvals.get(approval_id)
+    finally:
+        store.close()
+    assert again is not None and again.review is not None
+    assert (again.review.status, again.review.note) == ("failed", STOPPED)
+    assert again.status == "pending"
 
 
 def test_a_decision_is_read_from_the_last_line_only() -> None:

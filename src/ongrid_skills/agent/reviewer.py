@@ -54,6 +54,9 @@ AGENT_PREFIX = "agent:"
 #: The last line of an opinion: its decision (bold or code marks around it are ignored).
 DECISION = re.compile(r"decision\s*:\s*(approve|reject)\.?", re.IGNORECASE)
 
+#: The note of a review its manager stopped before the reviewer answered.
+STOPPED = "reviewer failed: the manager stopped before the reviewer answered"
+
 RULES = """\
 You review one approval request of an operations tool before humans sign it. You cannot run
 anything and you are offered no tools: read the request and give your opinion. Say what the
@@ -142,6 +145,9 @@ class Reviewer:
         self._loop = asyncio.get_running_loop()
         self._thread = threading.get_ident()
         self.m.desk.listeners.append(self.hear)
+        if self.m.replica is None and self.m.owns_data_dir:
+            # Reviews a previous run of this manager claimed and never finished: say so.
+            self.m.desk.opinions.abandoned(STOPPED)
 
     def hear(self, event: ApprovalEvent) -> None:
         """The desk's listener: a new mutating or dangerous request is reviewed, later."""

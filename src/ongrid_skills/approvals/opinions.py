@@ -79,6 +79,21 @@ class Opinions:
             self.ledger.feed.hear(ApprovalEvent("reviewed", approval, reviewer_principal(persona)))
         return approval
 
+    def abandoned(self, note: str) -> int:
+        """End as failed, with ``note``, every review claimed and never finished (a manager that
+        stopped while its reviewer was thinking); return how many. Only for the one manager of
+        a data dir: on a shared database another replica may be reviewing them right now."""
+        with self.store.read() as conn:
+            ids = self.store.approvals.reviewing_ids(conn)
+        for approval_id in ids:
+            approval = self.store.approvals.get(approval_id)
+            if approval is None or approval.review is None:
+                continue
+            review = approval.review
+            review.status, review.note = "failed", note
+            self.attach(approval_id, review)
+        return len(ids)
+
     def attach(self, approval_id: str, review: Review, *, counts: bool = False) -> Approval | None:
         """Record a finished review (an opinion with its decision, or the reviewer's failure);
         with ``counts``, an approving opinion confirms a pending mutating call that needs one
