@@ -23,7 +23,7 @@ from ongrid_skills.doors.cli.main import cli
 from ongrid_skills.notify.messages import NOTE_CHARS
 from tests.support.agent import MODEL
 from tests.support.browser import Console, PageGuard, console_server, login, watched_page
-from tests.support.llm import API_KEY, FakeLLM, Reply
+from tests.support.llm import API_KEY, FakeLLM, Reply, call
 from tests.support.skills import write_persona
 from tests.support.waiting import wait_for
 from tests.support.webhooks import Receiver, receiving
@@ -148,6 +148,34 @@ def test_the_opinion_shows_over_rest_the_cli_mcp_and_the_webhook_masked_and_cut_
     assert said.startswith("gatekeeper advises to approve (advice): Restarting the cache")
     assert len(said) <= NOTE_CHARS and said.endswith("…")
     assert "hunter2" not in json.dumps(body)
+
+
+def test_the_chat_card_and_the_request_page_show_the_opinion(
+    console: Console, fake: FakeLLM
+) -> None:
+    fake.add(
+        Reply("Restarting.", [call("restart_cache", {})]),
+        Reply("The cache is warm at this hour; restart it tonight.\nDecision: reject"),
+    )
+    started = console.rest(
+        "POST", "/v1/agent/runs", "olga", json={"persona": "responder", "message": "restart it"}
+    )
+    assert started.status_code == 202, started.text
+    run_id = started.json()["id"]
+
+    def asked() -> str | None:
+        items = console.rest("GET", "/v1/approvals?status=pending", "vera").json()["items"]
+        mine = [a["id"] for a in items if a["requested_by"] == f"agent:{run_id}"]
+        return mine[0] if mine else None
+
+    approval_id = wait_for(asked, "the run's request")
+    reviewed(console, approval_id)
+    with console.logged_in("olga") as client:
+        for path in (f"/chat/{run_id}/approvals/{approval_id}", f"/approvals/{approval_id}"):
+            page = client.get(path)
+            assert page.status_code == 200, page.text
+            assert "advises to reject</span> (advice: it signs nothing)" in page.text
+            assert "restart it tonight.\nDecision: reject</pre>" in page.text
 
 
 def test_the_inbox_card_shows_the_opinion_when_it_arrives_live(
