@@ -95,6 +95,11 @@ class Settings:
     llm_timeout_seconds: int = 120
     llm_stream: bool = True  # stream model output where the provider streams
     llm_max_tokens: int = 4096  # per model reply (Anthropic requires it)
+    # The reviewer (docs/agent.md): a persona that gives its opinion on each new mutating or
+    # dangerous request; advisory unless it may confirm mutating calls (never dangerous ones).
+    reviewer_persona: str | None = None
+    reviewer_confirms_mutating: bool = False
+    reviewer_timeout: int = 60  # seconds for its answer; past it, a note on the card
     # How much the commands log (debug|info|warning|error); unset: each command's own default.
     log_level: str | None = None
     # What the built-ins may reach (docs/security.md): readable roots of the file built-ins, and
@@ -295,6 +300,7 @@ _INT_FIELDS = {
     "llm_max_retries",
     "llm_timeout_seconds",
     "llm_max_tokens",
+    "reviewer_timeout",
     "pack_max_files",
     "pack_max_unpacked_bytes",
     "pack_fetch_timeout_seconds",
@@ -308,7 +314,7 @@ _ZERO_OK = {
     "prompt_listing_max_chars",
     "pack_keep_seconds",
 }
-_BOOL_FIELDS = {"bundled_skills", "llm_stream", "pack_allow_http"}
+_BOOL_FIELDS = {"bundled_skills", "llm_stream", "pack_allow_http", "reviewer_confirms_mutating"}
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LLM_PROVIDERS = ("openai", "anthropic")
 _LLM_KEY_FALLBACK = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}

@@ -20,6 +20,7 @@ from ongrid_skills.store import connection, open_store
 from ongrid_skills.store.connection import MIGRATIONS
 from ongrid_skills.store.models import Base
 from ongrid_skills.types import Role
+from tests.support.migrations import head_revision, migration_heads
 from tests.support.server import make_settings, running_app
 from tests.support.skills import MakeSkill
 
@@ -37,7 +38,7 @@ def test_migrations_create_exactly_the_schema_of_the_models(
         store.close()
 
     assert differences == []
-    assert version == "0012"  # the head: 0009 stored personas, 0012 console preferences
+    assert version == head_revision()
 
 
 def test_opening_a_migrated_store_again_migrates_nothing_and_keeps_one_version(
@@ -48,7 +49,9 @@ def test_opening_a_migrated_store_again_migrates_nothing_and_keeps_one_version(
 
     conn = sqlite3.connect(tmp_path / "data" / "ongrid.db")
     try:
-        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [("0012",)]
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [
+            (head_revision(),)
+        ]
     finally:
         conn.close()
 
@@ -152,7 +155,7 @@ def test_stores_opened_at_once_on_a_new_database_migrate_it_once(
     store = open_store(str(tmp_path / "data"), database_url, audit_key_file=str(key))
     with closing(store), store.read() as conn:
         versions = conn.execute(text("SELECT version_num FROM alembic_version")).all()
-    assert versions == [("0012",)]
+    assert versions == [(head_revision(),)]
 
 
 def test_two_stores_appending_at_once_keep_one_valid_audit_chain(
@@ -222,7 +225,7 @@ def test_a_store_at_0003_is_upgraded_to_replica_leases_keeping_its_rows(
         version = conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
         row = conn.execute(text("SELECT status, replica_id FROM executions")).one()
         leases = conn.execute(text("SELECT count(*) FROM replicas")).scalar()
-    assert version == "0012"
+    assert version == head_revision()
     assert tuple(row) == ("running", None)
     assert leases == 0
 
@@ -246,3 +249,10 @@ def test_a_driver_error_on_the_hot_statements_is_sqlalchemys_error_and_rolls_bac
         assert store.audit.verify().ok
     finally:
         store.close()
+
+
+def test_the_migrations_form_one_line_ending_at_the_highest_numbered_revision() -> None:
+    numbered = sorted(
+        p.name[:4] for p in (MIGRATIONS / "versions").glob("[0-9][0-9][0-9][0-9]_*.py")
+    )
+    assert migration_heads() == (numbered[-1],)

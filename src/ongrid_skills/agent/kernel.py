@@ -24,6 +24,7 @@ from ongrid_skills.agent.events import RunEvent, from_event
 from ongrid_skills.agent.loop import AgentRun, Confirm
 from ongrid_skills.agent.providers import ProviderConfig, ProviderFactory, make_provider
 from ongrid_skills.agent.record import mark_interrupted
+from ongrid_skills.agent.reviewer import Reviewer
 from ongrid_skills.agent.runs import RunRecord, RunStatus, RunStore
 from ongrid_skills.errors import Conflict, Forbidden, InvalidRequest, NotFound
 from ongrid_skills.execution.timeline import EventHub, Timeline
@@ -39,12 +40,18 @@ FINAL_LOOKS = 20
 @asynccontextmanager
 async def open_agents(manager: Manager) -> AsyncIterator[AgentService]:
     """The agent service of a served manager, for the app's lifespan: runs waiting for an
-    approval resume (now, and when the next start finds them), and stop before the manager."""
+    approval resume (now, and when the next start finds them), and stop before the manager;
+    the reviewer, when one is configured, reads the requests this manager creates."""
     service = AgentService(manager, resumable=True)
+    reviewer = Reviewer.of(manager, service.provider_factory)  # ONGRID_REVIEWER_PERSONA
+    if reviewer is not None:
+        reviewer.start()
     await service.recover()
     try:
         yield service
     finally:
+        if reviewer is not None:
+            await reviewer.close()
         await service.close()
 
 

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from ongrid_skills.approvals.checks import Checks
 from ongrid_skills.approvals.ledger import Ledger
 from ongrid_skills.approvals.lifecycle import Lifecycle
+from ongrid_skills.approvals.opinions import Opinions
 from ongrid_skills.approvals.runs import Runs
 from ongrid_skills.errors import Conflict, Forbidden, NotFound
 from ongrid_skills.execution.records import Event, Execution, Status, new_id
@@ -80,6 +81,10 @@ class ApprovalDesk:
             ttl_seconds=ttl_seconds,
             clock=clock,
             replica_id=replica_id,
+        )
+        #: The reviewer's opinions: claimed, attached, counted only where the rules allow.
+        self.opinions = Opinions(
+            store, metrics, self.ledger, self.checks, self.lifecycle, clock=clock
         )
 
     # ---- requests ------------------------------------------------------------------------

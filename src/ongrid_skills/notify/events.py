@@ -17,7 +17,17 @@ from ongrid_skills.store.approvals import Approval
 LOG = logging.getLogger("ongrid_skills.notify")
 
 #: The kinds, named after the audit actions of the desk (``approval.<kind>``).
-KINDS = ("requested", "signed", "approved", "rejected", "expired", "void", "cancelled")
+#: ``reviewed``: the reviewer's opinion (or its failure) was attached (``approval.reviewed``).
+KINDS = (
+    "requested",
+    "signed",
+    "approved",
+    "rejected",
+    "expired",
+    "void",
+    "cancelled",
+    "reviewed",
+)
 
 
 @dataclass(frozen=True, slots=True)

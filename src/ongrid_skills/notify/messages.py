@@ -4,7 +4,8 @@ The body is ``{"text": …, "blocks": [one section]}``. Slack shows the section 
 and up to ten fields) and uses ``text`` for the notification itself; Mattermost ignores
 ``blocks`` and shows ``text``, which therefore says everything that matters on its own: what
 happened, the skill and its class, who asked, the signatures so far, and the link to the request's
-page, ``<public URL>/approvals/<id>``.
+page, ``<public URL>/approvals/<id>``. The reviewer's opinion, when there is one, is a field of the
+section, cut to :data:`NOTE_CHARS`.
 
 Values that people typed (comments, reasons, args) reach the section only, escaped for mrkdwn
 (``&``, ``<``, ``>``: no link, mention or ``<!channel>`` can be forged) and cut short; the args are
@@ -20,9 +21,10 @@ import urllib.parse
 from datetime import UTC, datetime
 from typing import Any
 
-from ongrid_skills.builtins.redact import mask_secrets
+from ongrid_skills.builtins.redact import mask_secrets, redact
 from ongrid_skills.execution.digests import args_digest
 from ongrid_skills.notify.events import ApprovalEvent
+from ongrid_skills.store.approvals import Review
 
 #: At most this many characters of the args preview and of a comment or reason.
 PREVIEW_CHARS = 200
@@ -36,6 +38,7 @@ _TITLES = {
     "expired": "Approval expired",
     "void": "Approval void",
     "cancelled": "Approval cancelled by {actor}",
+    "reviewed": "Reviewed by {actor}",
 }
 _NOTE_LABELS = {"signed": "Comment", "approved": "Comment"}  # else the reason it ended
 
@@ -71,6 +74,8 @@ def message(event: ApprovalEvent, public_url: str) -> dict[str, Any]:
     if approval.credentials:  # names only: which stored credential each slot will use
         names = ", ".join(f"{slot}={name}" for slot, name in sorted(approval.credentials.items()))
         fields.append(("Credentials", _mrkdwn(names)))
+    if approval.review is not None:  # the reviewer's opinion, cut short (the card has it all)
+        fields.append(("Reviewer", _mrkdwn(review_line(approval.review))))
     preview, digest = args_preview(approval.args), args_digest(approval.args)[:16]
     fields.append(("Args", f"`{_code(preview)}`\nsha256 {digest}"))
     if event.note:
@@ -82,6 +87,20 @@ def message(event: ApprovalEvent, public_url: str) -> dict[str, Any]:
         "fields": [{"type": "mrkdwn", "text": f"*{name}*\n{value}"} for name, value in fields],
     }
     return {"text": f"{summary}. {link}", "blocks": [section]}
+
+
+def review_line(review: Review) -> str:
+    """The reviewer's opinion in one short line: its persona, its decision (or failure), the
+    start of what it wrote; the opinion was masked when it was attached, and is again here."""
+    if review.status == "reviewing":
+        head = f"{review.persona} is reading the request"
+    elif review.decision:
+        counted = "counted as the confirmation" if review.counted else "advice"
+        head = f"{review.persona} advises to {review.decision} ({counted})"
+    else:
+        head = f"{review.persona}: {review.note or 'no opinion'}"
+    opinion = " ".join(redact(review.opinion or "").split())
+    return _cut(f"{head}: {opinion}" if opinion else head, NOTE_CHARS)
 
 
 def args_preview(args: Any) -> str:

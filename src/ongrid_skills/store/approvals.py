@@ -42,6 +42,61 @@ class Signature:
 
 
 @dataclass(slots=True)
+class Review:
+    """The reviewer's opinion of a request (SPEC §19): advice, unless ``counted`` as the one
+    confirmation of a mutating call. ``status``: reviewing, done or failed (``note`` says why)."""
+
+    persona: str
+    status: str  # reviewing | done | failed
+    started_at: float
+    decision: str | None = None  # approve | reject; None while reviewing or when it failed
+    opinion: str | None = None  # masked and bounded by the reviewer
+    note: str | None = None  # "reviewer failed: …"
+    counted: bool = False  # it was the one confirmation of a mutating call
+    finished_at: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "persona": self.persona,
+            "status": self.status,
+            "decision": self.decision,
+            "opinion": self.opinion,
+            "note": self.note,
+            "counted": self.counted,
+            "started_at": iso(self.started_at),
+            "finished_at": iso(self.finished_at),
+        }
+
+    def stored(self) -> dict[str, Any]:
+        """The JSON of the ``review`` column (times as numbers)."""
+        return {
+            "persona": self.persona,
+            "status": self.status,
+            "decision": self.decision,
+            "opinion": self.opinion,
+            "note": self.note,
+            "counted": self.counted,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+        }
+
+    @staticmethod
+    def of(data: Any) -> Review | None:
+        if not isinstance(data, dict):
+            return None
+        return Review(
+            persona=str(data.get("persona", "")),
+            status=str(data.get("status", "failed")),
+            started_at=float(data.get("started_at") or 0.0),
+            decision=data.get("decision"),
+            opinion=data.get("opinion"),
+            note=data.get("note"),
+            counted=bool(data.get("counted")),
+            finished_at=data.get("finished_at"),
+        )
+
+
+@dataclass(slots=True)
 class Approval:
     """One request: the frozen call (skill, args, definition hash), who asked, the signatures."""
 
@@ -62,6 +117,7 @@ class Approval:
     signatures: list[Signature] = field(default_factory=list)
     requested_role: str | None = None  # the requester's role when they asked
     credentials: dict[str, str] | None = None  # slot -> credential name the call will use
+    review: Review | None = None  # the reviewer's opinion, when a reviewer is configured
 
     @property
     def approvals(self) -> list[Signature]:
@@ -88,6 +144,7 @@ class Approval:
             "expires_at": iso(self.expires_at),
             "decided_at": iso(self.decided_at),
             **({"credentials": self.credentials} if self.credentials else {}),
+            **({"review": self.review.to_dict()} if self.review else {}),
         }
 
 
@@ -152,6 +209,32 @@ class ApprovalRepo:
             .values(status=status, decided_at=decided_at, reason=reason)
         )
         return bool(result.rowcount)
+
+    def claim_review(self, conn: Connection, approval_id: str, review: Review) -> bool:
+        """Mark a request ``reviewing`` only if nobody reviews it yet: of two managers sharing
+        the store, exactly one sees a row change and reviews it."""
+        result = conn.execute(
+            _APPROVALS.update()
+            .where(_APPROVALS.c.id == approval_id, _APPROVALS.c.review_status.is_(None))
+            .values(review_status=review.status, review=review.stored())
+        )
+        return bool(result.rowcount)
+
+    def finish_review(self, conn: Connection, approval_id: str, review: Review) -> bool:
+        """Record the finished review of a request this manager claimed (still ``reviewing``)."""
+        result = conn.execute(
+            _APPROVALS.update()
+            .where(_APPROVALS.c.id == approval_id, _APPROVALS.c.review_status == "reviewing")
+            .values(review_status=review.status, review=review.stored())
+        )
+        return bool(result.rowcount)
+
+    def reviewing_ids(self, conn: Connection) -> list[str]:
+        """The requests whose review was claimed and never finished (a manager stopped)."""
+        rows = conn.execute(
+            select(_APPROVALS.c.id).where(_APPROVALS.c.review_status == "reviewing")
+        )
+        return [r[0] for r in rows]
 
     def locked(self, conn: Connection, approval_id: str) -> Approval | None:
         """The request as it is inside the caller's write transaction, its row locked where the
@@ -240,4 +323,5 @@ def _from_row(row: Any) -> Approval:
         decided_at=row["decided_at"],
         requested_role=row["requested_role"],
         credentials=row["credentials"],
+        review=Review.of(row["review"]),
     )

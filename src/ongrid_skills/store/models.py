@@ -85,6 +85,10 @@ class ApprovalRow(Base):
     # The credentials the call will use, slot -> credential name (migration 0008); a request
     # is void once one of them is rebound.
     credentials: Mapped[Any] = mapped_column(JSON, nullable=True)
+    # The reviewer's opinion (migration 0010): ``review_status`` is None (no review), reviewing
+    # (claimed by one manager), done or failed; ``review`` holds the opinion or the failure.
+    review_status: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    review: Mapped[Any] = mapped_column(JSON, nullable=True)
 
 
 class SignatureRow(Base):

@@ -57,10 +57,11 @@ def execution_result(execution: Execution, manager: Manager) -> types.CallToolRe
 
 def _pending_result(execution: Execution, manager: Manager) -> types.CallToolResult:
     approval_id = execution.approval_id or ""
-    needed, collected = 1, 0
+    needed, collected, review = 1, 0, None
     with contextlib.suppress(SkillError):
         approval = manager.desk.get(approval_id)
         needed, collected = approval.signatures_required, len(approval.approvals)
+        review = approval.review.to_dict() if approval.review else None
     what = (
         "one human confirmation"
         if needed == 1
@@ -72,12 +73,16 @@ def _pending_result(execution: Execution, manager: Manager) -> types.CallToolRes
         f"`POST /v1/approvals/{approval_id}/approve`, then call {GET_EXECUTION} with "
         f'{{"id": "{execution.id}"}} for the outcome.'
     )
+    if review is not None:  # the reviewer's opinion: advice to the humans who sign
+        said = review["decision"] or review["note"] or "reading the request"
+        sentence += f" The reviewer ({review['persona']}) says: {said}."
     structured = {
         "status": "pending_approval",
         "approval_id": approval_id,
         "execution_id": execution.id,
         "signatures_required": needed,
         "signatures_collected": collected,
+        **({"review": review} if review is not None else {}),
     }
     return types.CallToolResult(
         content=[_text(execution.envelope()), _text(sentence)], structured_content=structured

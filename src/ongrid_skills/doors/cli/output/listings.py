@@ -143,6 +143,9 @@ def audit_table(entries: Iterable[Mapping[str, Any]], when: Any) -> Table:
 
 
 def approvals_table(items: Iterable[Mapping[str, Any]]) -> Table:
+    """The inbox; a REVIEW column when a reviewer has read any of its requests."""
+    rows = list(items)
+    reviewed = any(a.get("review") for a in rows)
     table = Table(
         [
             Column("ID", key=True),
@@ -151,19 +154,30 @@ def approvals_table(items: Iterable[Mapping[str, Any]]) -> Table:
             Column("CLASS"),
             Column("SIGNED"),
             Column("REQUESTED BY"),
+            *([Column("REVIEW")] if reviewed else []),
             Column("ARGS", flexible=True),
         ]
     )
-    for a in items:
+    for a in rows:
         signed = f"{a['signatures_collected']}/{a['signatures_required']}"
         args = one_line(_compact(a["args"]), 160)
         by = a["requested_by"] or "-"
         names = ", ".join(f"{slot}={name}" for slot, name in (a.get("credentials") or {}).items())
         skill = f"{a['skill']} [{names}]" if names else a["skill"]  # credential names, no value
-        table.rows.append(
-            [a["id"], status(a["status"]), skill, badge(a["class"]), signed, by, args]
-        )
+        cells: list[Cell] = [a["id"], status(a["status"]), skill, badge(a["class"]), signed, by]
+        table.rows.append([*cells, *([review(a)] if reviewed else []), args])
     return table
+
+
+def review(a: Mapping[str, Any]) -> str:
+    """The reviewer's word on a request, in one cell: approve, reject (with ``*`` when it
+    counted as the confirmation), failed, reviewing, or ``-`` (no reviewer)."""
+    r = a.get("review")
+    if not r:
+        return "-"
+    if r.get("decision"):
+        return f"{r['decision']}{'*' if r.get('counted') else ''}"
+    return str(r.get("status") or "-")
 
 
 def executions_table(items: Iterable[Mapping[str, Any]]) -> Table:
@@ -198,6 +212,10 @@ def approval_event(kind: str, a: Mapping[str, Any]) -> tuple[str | Styled, ...]:
     signers = [s["principal"] for s in a.get("signatures", []) if s.get("decision") == "approve"]
     if kind == "requested":
         line.append(f"  args={_compact(a['args'])}")
+    elif kind == "reviewed" and a.get("review"):
+        r = a["review"]
+        said = r.get("decision") or r.get("note") or r.get("status")
+        line.append(f"  reviewer {r.get('persona')}: {one_line(str(said), 160)}")
     elif kind in ("signed", "approved") and signers:
         line.append(f"  signed by {', '.join(signers)}")
     elif a.get("reason"):
