@@ -58,7 +58,12 @@ def test_an_admin_creates_edits_and_deletes_a_persona_and_each_change_is_audited
     listed = {
         p["name"]: p["source"] for p in server.call("GET", "/v1/personas", "vera").json()["items"]
     }
-    assert listed == {"default": "bundled", "ops_file": "file", "night_watch": "stored"}
+    assert listed == {
+        "coordinator": "bundled",
+        "default": "bundled",
+        "ops_file": "file",
+        "night_watch": "stored",
+    }
 
     edited = server.call(
         "PUT",
