@@ -17,7 +17,7 @@ from ongrid_skills.agent import AgentRun, AgentService, RunStatus
 from ongrid_skills.governance.principal import Principal
 from ongrid_skills.manager import Manager
 from ongrid_skills.types import Role
-from tests.support.agent import agent_settings, envelope, run_agent
+from tests.support.agent import Outcome, agent_settings, envelope, run_agent
 from tests.support.llm import FakeLLM, PersonaScripts, Reply, call
 from tests.support.skills import MakeSkill, write_persona
 
@@ -32,11 +32,20 @@ def team(tmp_path: Path, make_skill: MakeSkill) -> None:
     write_persona(personas, "lead", "mutating-with-confirm", can_delegate=True)
     write_persona(personas, "inspector", "read-only")
     write_persona(personas, "sublead", "read-only", can_delegate=True)
-    write_persona(personas, "fixer", "mutating-with-confirm", can_delegate=True)
+    write_persona(personas, "fixer", "mutating-with-confirm", can_delegate=True, max_turns=1)
 
 
 def child_events(events: list[Any]) -> list[dict[str, Any]]:
     return [e.data for e in events if e.type == "child"]
+
+
+def tool_results(outcome: Outcome, run_id: str) -> dict[str, str]:
+    """tool name → its result, of a delegated run, from the parent's forwarded ``tool_end``s."""
+    return {
+        e["data"]["tool"]: e["data"]["content"]
+        for e in child_events(outcome.events)
+        if e["run_id"] == run_id and e["event"] == "tool_end"
+    }
 
 
 def test_a_specialist_with_a_stricter_mode_is_refused_inside_the_child_a_tool_it_may_not_use(
@@ -105,7 +114,7 @@ def test_delegation_stops_at_depth_two_and_a_grandchild_gets_only_what_every_anc
                 Reply(calls=[call("delegate", {"persona": "fixer", "task": "fix it"})]),
                 Reply("The fixer could not go deeper."),
             ],
-            "fixer": [Reply(calls=[forged, call("set_flag", {"flag": "y"})]), Reply("Stuck.")],
+            "fixer": [Reply("Trying.", [forged, call("set_flag", {"flag": "y"})])],
         },
     )
     outcome = run_agent(agent_settings(tmp_path, skills_root, fake), "fix db-01", "lead")
@@ -115,10 +124,17 @@ def test_delegation_stops_at_depth_two_and_a_grandchild_gets_only_what_every_anc
     grandchild = scripts.tools("fixer")
     # Depth 2: no delegate; and set_flag is gone, since the read-only sublead could not use it.
     assert "delegate" not in grandchild and "set_flag" not in grandchild
-    results = scripts.results("fixer", 1)
+    grandchild_runs = [e for e in child_events(outcome.events) if e["depth"] == 2]
+    assert grandchild_runs
+    results = tool_results(outcome, grandchild_runs[0]["run_id"])
     refused = envelope(results["delegate"])["error"]
     assert refused["code"] == "depth_limit" and "at most 2 levels" in refused["message"]
     assert envelope(results["set_flag"])["error"]["code"] == "not_offered"
+    # The grandchild's own max_turns (1) ends it before a second turn: the sublead reads why.
+    assert len(scripts.requests["fixer"]) == 1
+    ended = envelope(scripts.results("sublead", 1)["delegate"])["error"]
+    assert ended["code"] == "max_turns" and ended["details"]["persona"] == "fixer"
+    assert ended["details"]["final_answer"] == "Trying."
     # The grandchild's events reach the top run's timeline, nested under the child's call.
     forwarded = child_events(outcome.events)
     (sublead_run,) = outcome.body["children"]
