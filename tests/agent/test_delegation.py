@@ -13,13 +13,16 @@ from typing import Any
 
 import pytest
 
-from ongrid_skills.agent import AgentRun, AgentService, RunStatus
+from ongrid_skills.agent import AgentRun, AgentService, RunRecord, RunStatus
+from ongrid_skills.errors import Conflict
 from ongrid_skills.governance.principal import Principal
 from ongrid_skills.manager import Manager
+from ongrid_skills.runtime import open_manager
 from ongrid_skills.types import Role
 from tests.support.agent import Outcome, agent_settings, envelope, run_agent
 from tests.support.llm import FakeLLM, PersonaScripts, Reply, call
 from tests.support.skills import MakeSkill, write_persona
+from tests.support.waiting import wait_for
 
 COORDINATOR = "You are a coordinator"
 
@@ -206,6 +209,9 @@ def test_stopping_the_parent_while_its_child_runs_ends_both_cancelled(
         seen["child"] = child.id
         assert child.status is RunStatus.RUNNING
         await service.cancel(run.id, Principal("olga", Role.OPERATOR))
+        # A delegated run is continued through its parent, never on its own.
+        with pytest.raises(Conflict, match="delegated by run"):
+            service.send(child.id, "go on", Principal("olga", Role.OPERATOR))
 
     try:
         settings = agent_settings(tmp_path, skills_root, fake)
@@ -218,3 +224,37 @@ def test_stopping_the_parent_while_its_child_runs_ends_both_cancelled(
     assert child["error"]["code"] == "cancelled"
     ends = [e for e in child_events(outcome.events) if e["event"] == "done"]
     assert [e["data"]["status"] for e in ends] == ["cancelled"]
+
+
+def test_a_server_stopping_while_a_child_waits_withdraws_its_request_and_ends_both_runs(
+    tmp_path: Path, skills_root: Path, fake: FakeLLM, team: None
+) -> None:
+    PersonaScripts(
+        fake,
+        {
+            "lead": [Reply(calls=[call("delegate", {"persona": "fixer", "task": "flag it"})])],
+            "fixer": [Reply(calls=[call("set_flag", {"flag": "z"})])],
+        },
+    )
+    settings = agent_settings(tmp_path, skills_root, fake)
+
+    async def main() -> tuple[RunRecord, RunRecord, str]:
+        async with open_manager(settings, loader_sink=lambda _line: None) as manager:
+            service = AgentService(manager, poll_seconds=0.05, resumable=True)
+            run = service.start("lead", Principal("olga", Role.OPERATOR), "flag it")
+
+            def waiting() -> RunRecord | None:
+                children = service.runs.children(run.id)
+                ready = children and children[0].status is RunStatus.WAITING_APPROVAL
+                return children[0] if ready else None
+
+            child = await asyncio.to_thread(wait_for, waiting, "the child to wait")
+            await service.close()  # as serve does when it stops
+            (execution,), _next = manager.store.executions.page(limit=5)
+            return service.get(run.id), service.get(child.id), execution.status.value
+
+    parent, child, execution_status = asyncio.run(main())
+    # The parent waited on its child: neither is kept waiting for a next start.
+    assert parent.status is RunStatus.INTERRUPTED
+    assert child.status is RunStatus.INTERRUPTED
+    assert execution_status == "cancelled"

@@ -250,6 +250,8 @@ def test_the_chat_shows_a_delegated_runs_tool_call_nested_under_its_delegate_cal
         assert RUN_URL.search(href), href
         child_link.click()
         expect(olga.locator(".run-facts")).to_contain_text("delegated by run")
+        expect(olga.get_by_text("A delegated run: continue")).to_be_visible()
+        expect(olga.get_by_label("Continue the conversation")).to_have_count(0)
         olga.get_by_role("link", name="the stored transcript").click()
         expect(olga.locator("dl")).to_contain_text(re.compile(r"Delegated by\s*run "))
         clean(page_guard, olga)

@@ -206,7 +206,8 @@ def conversation(
     return Conversation(
         run=run,
         items=items,
-        may_send=final and viewer.name == run.requested_by,
+        # A delegated run is continued through its parent's conversation (the service says so).
+        may_send=final and viewer.name == run.requested_by and run.parent_run_id is None,
         may_stop=not final and may_cancel(viewer, run.requested_by),
         children=list(children or []),
     )
