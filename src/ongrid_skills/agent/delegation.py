@@ -25,20 +25,21 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
-from ongrid_skills.agent.events import forwarded
-from ongrid_skills.agent.runs import RunStatus
+from ongrid_skills.agent.events import RunEvent, forwarded
+from ongrid_skills.agent.record import RunRecorder
+from ongrid_skills.agent.runs import RunRecord, RunStatus
 from ongrid_skills.agent.transcript import ToolCall, error_envelope
 from ongrid_skills.errors import SkillError
 from ongrid_skills.governance.gate import persona_permits, persona_usable
+from ongrid_skills.governance.principal import Principal
+from ongrid_skills.manager import Manager
 from ongrid_skills.skills.model import Skill
 from ongrid_skills.skills.persona import Persona
 from ongrid_skills.skills.registry import Registry
 from ongrid_skills.types import Role, SkillClass
-
-if TYPE_CHECKING:
-    from ongrid_skills.agent.loop import AgentRun
 
 DELEGATE_TOOL = "delegate"
 #: The ``source`` of the kernel's own tools (a registry skill of the same name is not it).
@@ -56,6 +57,47 @@ CATALOGUE_HEADER = (
     f"Personas you may hand a task to with {DELEGATE_TOOL}(persona, task) — the specialist "
     "sees only the task, and gets only tools you may use yourself:"
 )
+
+
+class Child(Protocol):
+    """What delegating needs of the child run (an :class:`~.loop.AgentRun`)."""
+
+    record: RunRecord
+    limits: tuple[Persona, ...]
+    confirm: Any
+    human: Principal | None
+    cancel_requested: bool
+
+    @property
+    def listeners(self) -> list[Callable[[RunEvent], None]]: ...
+
+
+class Host(Protocol):
+    """What delegating needs of the service (an :class:`~.kernel.AgentService`)."""
+
+    def create(
+        self, persona: str, requester: Principal, *, parent: Any = None, call_id: str | None = None
+    ) -> Child: ...
+
+    def drive(self, run: Any, message: str) -> asyncio.Task[RunRecord]: ...
+
+
+class Parent(Protocol):
+    """What delegating needs of the run whose ``delegate`` call it is (an ``AgentRun``)."""
+
+    m: Manager
+    record: RunRecord
+    rec: RunRecorder
+    agent: Principal
+    limits: tuple[Persona, ...]
+    confirm: Any
+    human: Principal | None
+    cancel_requested: bool
+
+    @property
+    def service(self) -> Host: ...
+
+    def requester(self) -> Principal: ...
 
 
 def delegate_tool() -> Skill:
@@ -127,7 +169,7 @@ def catalogue(personas: list[Persona]) -> str:
     return "\n".join(lines)
 
 
-def refusal(run: AgentRun, args: Any, persona: Persona) -> tuple[str, str] | None:
+def refusal(run: Parent, args: Any, persona: Persona) -> tuple[str, str] | None:
     """Why this ``delegate`` call of ``run`` (as ``persona``) may not go on: (code, message)."""
     if run.record.depth >= MAX_DEPTH:
         return (
@@ -161,7 +203,7 @@ def refusal(run: AgentRun, args: Any, persona: Persona) -> tuple[str, str] | Non
     return None
 
 
-async def delegate(run: AgentRun, call: ToolCall, args: Any, persona: Persona) -> None:
+async def delegate(run: Parent, call: ToolCall, args: Any, persona: Persona) -> None:
     """Run one ``delegate`` call of ``run`` to its end: refused, or a child run whose final
     answer (or why it has none) is the call's result."""
     started = time.monotonic()
