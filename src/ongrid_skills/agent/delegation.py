@@ -141,6 +141,24 @@ def within(skill: Skill, limits: tuple[Persona, ...]) -> bool:
     return all(persona_permits(ancestor, skill) for ancestor in limits)
 
 
+def turn_tools(
+    offered: list[Skill],
+    persona: Persona,
+    record: RunRecord,
+    limits: tuple[Persona, ...],
+    registry: Registry,
+) -> tuple[list[Skill], str | None]:
+    """The tools of one turn of a run (from what its persona and role are ``offered``: those
+    every ancestor could use too, and the kernel's ``delegate`` when it may delegate) and the
+    catalogue its system prompt carries then (None when it may not delegate)."""
+    skills = [s for s in offered if within(s, limits)]
+    if not may_delegate(persona, record.depth):
+        return skills, None
+    skills = [s for s in skills if s.name != DELEGATE_TOOL]
+    skills.append(delegate_tool())
+    return skills, catalogue(delegates(registry, Role(record.role), persona.name))
+
+
 def delegates(registry: Registry, role: Role, me: str) -> list[Persona]:
     """The personas a run of ``me`` may delegate to: those ``role`` may use, but itself."""
     return sorted(

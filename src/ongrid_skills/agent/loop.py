@@ -264,18 +264,11 @@ class AgentRun:
         self.record.turns += 1
         self.rec.runs.update(self.record)
         bag = self._toolbag(persona)
-        skills = [
-            s
-            for s in bag.tools()
-            if role_permits(self.agent.role, s.skill_class) and delegation.within(s, self.limits)
-        ]
+        offered = [s for s in bag.tools() if role_permits(self.agent.role, s.skill_class)]
         notes = ranked_instructions(bag.registry, persona, bag.message)
-        catalogue = None
-        if delegation.may_delegate(persona, self.record.depth):
-            skills = [s for s in skills if s.name != delegation.DELEGATE_TOOL]
-            skills.append(delegation.delegate_tool())
-            role = Role(self.record.role)
-            catalogue = delegation.catalogue(delegation.delegates(bag.registry, role, persona.name))
+        skills, catalogue = delegation.turn_tools(
+            offered, persona, self.record, self.limits, bag.registry
+        )
         system = system_prompt(
             persona, notes, bag.deferred, self.m.settings.prompt_listing_max_chars, catalogue
         )
