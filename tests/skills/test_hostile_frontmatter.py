@@ -93,7 +93,7 @@ def test_a_hostile_persona_in_a_persona_dir_is_skipped_with_a_line(tmp_path: Pat
     personas = tmp_path / "personas"
     bad = persona_md(personas, LAUGHS)
     registry, lines = load(personas=[personas])
-    assert list(registry.personas) == ["default"]
+    assert list(registry.personas) == ["default", "coordinator"]  # the bundled ones
     assert any(line.startswith(f"skill loader: persona parse {bad}: ") for line in lines), lines
 
 

@@ -93,6 +93,7 @@ def test_the_permission_mode_defaults_to_read_only(tmp_path: Path) -> None:
         ("---\n[unclosed\n---\n", "YAML"),
         ("---\n- a list\n---\n", "mapping"),
         ("---\nname: !!python/object:os.system x\n---\n", "YAML"),
+        ("---\nname: x\ndescription: d\nwhen_to_use: w\ncan_delegate: 'yes'\n---\n", "true or"),
     ],
 )
 def test_a_malformed_persona_is_refused_with_a_clear_error(
@@ -113,6 +114,19 @@ def test_a_dashed_persona_name_loads_with_a_warning(tmp_path: Path) -> None:
 def test_the_bundled_default_persona_is_always_there_and_read_only(tmp_path: Path) -> None:
     registry = ongrid_skills.load_registry(external_dirs=[], persona_dirs=[], log=lambda _l: None)
     assert registry.persona("default").permission_mode is PermissionMode.READ_ONLY
+
+
+def test_a_persona_may_delegate_only_when_its_file_says_so_and_the_coordinator_does(
+    tmp_path: Path,
+) -> None:
+    text = "---\nname: lead\ndescription: d\nwhen_to_use: w\ncan_delegate: true\n---\n"
+    lead = load_persona(write(tmp_path, text))
+    assert lead.can_delegate and lead.summary()["can_delegate"] is True and not lead.extra
+    registry = ongrid_skills.load_registry(external_dirs=[], persona_dirs=[], log=lambda _l: None)
+    assert not registry.persona("default").can_delegate
+    coordinator = registry.persona("coordinator")
+    assert coordinator.can_delegate and coordinator.permission_mode is PermissionMode.READ_ONLY
+    assert coordinator.origin == "bundled"
 
 
 def test_personas_load_from_the_persona_dirs_and_the_first_name_wins(tmp_path: Path) -> None:

@@ -55,6 +55,8 @@ class FakeLLM:
         self.key = key
         self.models = models
         self.script: list[Planned] = list(script or [])
+        #: Answers a request when the script is empty (e.g. :class:`PersonaScripts`).
+        self.fallback: Callable[[dict[str, Any]], Reply] | None = None
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         # Guards requests/headers/script and wakes wait_requests when a request arrives.
@@ -167,7 +169,7 @@ class FakeLLM:
             self._error(h, 404, f"The model `{body.get('model')}` does not exist")
             return
         with self.lock:
-            planned = self.script.pop(0) if self.script else None
+            planned = self.script.pop(0) if self.script else self.fallback
             self.served += 1
         if planned is None:
             self._error(h, 400, f"the fake LLM has no reply planned for request {index}")
@@ -378,6 +380,60 @@ class FakeLLM:
 def _pieces(text: str, size: int = 7) -> Iterator[str]:
     for start in range(0, len(text), size):
         yield text[start : start + size]
+
+
+def system_of(body: dict[str, Any]) -> str:
+    """The system prompt of an OpenAI-format request body."""
+    messages = body.get("messages") or [{}]
+    first = messages[0]
+    return str(first.get("content") or "") if first.get("role") == "system" else ""
+
+
+class PersonaScripts:
+    """One scripted conversation per persona on one fake LLM: each request is answered from
+    the script of the persona whose prompt opens its system prompt (``You are <name>.`` for
+    :func:`~tests.support.skills.write_persona`'s personas), and recorded under that persona."""
+
+    def __init__(self, fake: FakeLLM, scripts: dict[str, list[Planned]], **prompts: str) -> None:
+        """``prompts``: how a persona's system prompt opens when not ``You are <name>.``."""
+        self.scripts = {name: list(replies) for name, replies in scripts.items()}
+        self.openings = {name: prompts.get(name, f"You are {name}.") for name in scripts}
+        self.requests: dict[str, list[dict[str, Any]]] = {name: [] for name in scripts}
+        fake.fallback = self.answer
+
+    def persona_of(self, body: dict[str, Any]) -> str:
+        system = system_of(body)
+        for name, opening in self.openings.items():
+            if system.startswith(opening):
+                return name
+        raise AssertionError(f"no scripted persona for the system prompt {system[:80]!r}")
+
+    def answer(self, body: dict[str, Any]) -> Reply:
+        name = self.persona_of(body)
+        self.requests[name].append(body)
+        script = self.scripts[name]
+        if not script:
+            return Reply(status=400, error=f"the script of {name} has no reply left")
+        planned = script.pop(0)
+        return planned(body) if callable(planned) else planned
+
+    def tools(self, persona: str, n: int = 0) -> list[str]:
+        """The tool names offered in that persona's request ``n``."""
+        return [t["function"]["name"] for t in self.requests[persona][n].get("tools", [])]
+
+    def system(self, persona: str, n: int = 0) -> str:
+        return system_of(self.requests[persona][n])
+
+    def results(self, persona: str, n: int) -> dict[str, str]:
+        """tool name → the content that persona's model received in its request ``n``."""
+        names: dict[str, str] = {}
+        out: dict[str, str] = {}
+        for message in self.requests[persona][n]["messages"]:
+            for c in message.get("tool_calls") or []:
+                names[c["id"]] = c["function"]["name"]
+            if message["role"] == "tool":
+                out[names[message["tool_call_id"]]] = message["content"]
+        return out
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@
 - :mod:`.loop`: :class:`AgentRun`, the turn loop of one run.
 - :mod:`.steps`: the loop's steps as values, and a call's wait for its approval.
 - :mod:`.events`: the typed events of a run (text deltas included), as every door follows them.
+- :mod:`.delegation`: the kernel's ``delegate`` tool: child runs as another persona.
 - :mod:`.function_model`: :class:`FunctionProvider`, an in-process scripted model.
 - :mod:`.record`: the recording half of a run (transcript, status, events, audit).
 - :mod:`.prompt`: the system prompt of a turn.
@@ -17,6 +18,7 @@ The agent stands on the manager; it must never import a door (the doors import i
 
 from ongrid_skills.agent.events import (
     ApprovalPending,
+    ChildEvent,
     RunDone,
     RunEvent,
     Said,
@@ -56,6 +58,7 @@ __all__ = [
     "AnthropicProvider",
     "ApprovalPending",
     "ApprovalWait",
+    "ChildEvent",
     "FunctionProvider",
     "ModelReply",
     "OpenAIProvider",

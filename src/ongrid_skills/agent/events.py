@@ -9,13 +9,15 @@ Kinds and data fields (docs/agent.md): ``message`` (``role``, ``text``, for the 
 ``tool_calls``), ``text_delta`` (``text``: a piece of the model's answer as it streams),
 ``tool_start`` (``call_id``, ``tool``, ``args``), ``stderr`` / ``progress`` /
 ``stderr_truncated`` (``call_id``, ``tool`` and the call's own event fields), ``approval_pending``,
-``tool_end`` and ``done``.
+``tool_end`` and ``done``; ``child`` (``run_id``, ``persona``, ``depth``, ``parent_call_id``,
+``event``, ``data``): an event of a delegated run, forwarded into every ancestor's timeline
+(:class:`ChildEvent`; its call ids scoped ``child:<run id>:<call id>``).
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, cast
 
 from ongrid_skills.agent.transcript import ToolCall
@@ -108,7 +110,59 @@ class RunDone:
     ts: float = field(default_factory=_now, compare=False)
 
 
-RunEvent = Said | TextDelta | ToolStarted | ToolOutput | ApprovalPending | ToolEnded | RunDone
+@dataclass(frozen=True, slots=True)
+class ChildEvent:
+    """An event of a delegated run, as its parent's (and grandparent's) timeline carries it.
+
+    ``run_id`` and ``persona``: the delegated run; ``depth``: 1 for a child, 2 for a grandchild;
+    ``parent_call_id``: the ``delegate`` call that started it, as the receiving timeline names
+    it (scoped when that call was itself a child's). The inner ``event``'s call ids are scoped
+    ``child:<run id>:<call id>``, so that no two calls of one timeline share an id."""
+
+    run_id: str
+    persona: str
+    depth: int
+    parent_call_id: str
+    event: RunEvent
+    kind: Literal["child"] = "child"
+    ts: float = field(default_factory=_now, compare=False)
+
+
+RunEvent = (
+    Said | TextDelta | ToolStarted | ToolOutput | ApprovalPending | ToolEnded | RunDone | ChildEvent
+)
+
+
+def scope(run_id: str, call_id: str) -> str:
+    """A call id of a delegated run, as its ancestors' timelines name it."""
+    return call_id if call_id.startswith("child:") else f"child:{run_id}:{call_id}"
+
+
+def scoped(event: RunEvent, run_id: str) -> RunEvent:
+    """``event`` of the delegated run ``run_id`` with its call ids scoped (see :func:`scope`)."""
+    if isinstance(event, ToolStarted | ToolOutput | ApprovalPending | ToolEnded):
+        return replace(event, call_id=scope(run_id, event.call_id))
+    if isinstance(event, Said) and event.tool_calls:
+        calls = tuple(ToolCall(scope(run_id, c.id), c.name, c.arguments) for c in event.tool_calls)
+        return replace(event, tool_calls=calls)
+    if isinstance(event, ChildEvent):
+        return replace(event, parent_call_id=scope(run_id, event.parent_call_id))
+    return event
+
+
+def forwarded(event: RunEvent, run_id: str, persona: str, depth: int, call_id: str) -> ChildEvent:
+    """An event of the delegated run ``run_id`` as its parent records it: a grandchild's event
+    (already a :class:`ChildEvent`) keeps its own run, with its ``delegate`` call scoped."""
+    if isinstance(event, ChildEvent):
+        inner = scoped(event, run_id)
+        assert isinstance(inner, ChildEvent)
+        return inner
+    return ChildEvent(run_id, persona, depth, call_id, scoped(event, run_id), ts=event.ts)
+
+
+def inner_kind(event: RunEvent) -> str:
+    """The kind of the event itself, through any :class:`ChildEvent` wrapping."""
+    return inner_kind(event.event) if isinstance(event, ChildEvent) else event.kind
 
 
 def event_data(event: RunEvent) -> dict[str, Any]:
@@ -134,6 +188,15 @@ def event_data(event: RunEvent) -> dict[str, Any]:
             "execution_id": event.execution_id,
             "approval_id": event.approval_id,
             "signatures_required": event.signatures_required,
+        }
+    if isinstance(event, ChildEvent):
+        return {
+            "run_id": event.run_id,
+            "persona": event.persona,
+            "depth": event.depth,
+            "parent_call_id": event.parent_call_id,
+            "event": event.event.kind,
+            "data": event_data(event.event),
         }
     if isinstance(event, ToolEnded):
         ended: dict[str, Any] = {
@@ -201,6 +264,11 @@ def from_event(event: Event) -> RunEvent:
             d.get("content", ""),
             bool(d.get("content_truncated")),
             ts=ts,
+        )
+    if kind == "child":
+        inner = from_event(Event(d["event"], d.get("data") or {}, ts))
+        return ChildEvent(
+            d["run_id"], d["persona"], int(d["depth"]), d["parent_call_id"], inner, ts=ts
         )
     if kind == "done":
         return RunDone(d["status"], d.get("final_answer"), d.get("error"), d.get("turns", 0), ts=ts)

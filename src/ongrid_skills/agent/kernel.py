@@ -96,8 +96,13 @@ class AgentService:
         *,
         model: str | None = None,
         confirm: Confirm | None = None,
+        parent: AgentRun | None = None,
+        call_id: str | None = None,
     ) -> AgentRun:
-        """Record a new run (status running, no message yet). Raises for an unknown persona."""
+        """Record a new run (status running, no message yet). Raises for an unknown persona.
+
+        ``parent`` and ``call_id``: a delegated run, started by that run's ``delegate`` call
+        (:mod:`.delegation`), one level deeper, for the same requester and role."""
         who = self.m.registry.persona(persona)
         config = ProviderConfig.from_settings(self.settings, self.model_for(who, model))
         record = RunRecord(
@@ -108,15 +113,19 @@ class AgentService:
             model=config.model,
             replica_id=self.m.replica_id,
         )
+        details: dict[str, Any] = {
+            "persona": who.name,
+            "provider": config.provider,
+            "model": config.model,
+        }
+        if parent is not None:
+            record.role = parent.record.role
+            record.parent_run_id, record.parent_call_id = parent.id, call_id
+            record.depth = parent.record.depth + 1
+            details.update(parent_run_id=parent.id, depth=record.depth)
         self.runs.insert(record)
         with self.m.store.tx() as conn:
-            self.m.store.audit.append(
-                conn,
-                requester.name,
-                "agent.run_started",
-                record.id,
-                {"persona": who.name, "provider": config.provider, "model": config.model},
-            )
+            self.m.store.audit.append(conn, requester.name, "agent.run_started", record.id, details)
         run = AgentRun(self, record, config, confirm=confirm, human=requester)
         self.live[record.id] = run
         return run
@@ -149,6 +158,11 @@ class AgentService:
             raise Forbidden("only the requester may continue this run")
         if not record.status.final:
             raise Conflict(f"agent run {run_id} is {record.status.value}: wait for its end")
+        if record.parent_run_id is not None:
+            raise Conflict(
+                f"agent run {run_id} was delegated by run {record.parent_run_id}: continue that "
+                "conversation instead"
+            )
         run = self.live.get(run_id) or self.restore(record)
         run.confirm, run.human = confirm, principal
         # On a shared database the run is this replica's from now on (written by begin()), so
@@ -207,6 +221,7 @@ class AgentService:
         """The run and its transcript, as the API and ``chat --json`` show them."""
         body = self.get(run_id).to_dict()
         body["messages"] = [m.to_dict() for m in self.runs.messages(run_id)]
+        body["children"] = [child.to_dict() for child in self.runs.children(run_id)]
         return body
 
     def timeline(self, run_id: str) -> Timeline | None:
@@ -268,7 +283,8 @@ class AgentService:
                 self._take_over(record)
 
     def _take_over(self, record: RunRecord) -> None:
-        if record.status is RunStatus.RUNNING:
+        # A delegated run is not resumed: the parent that waited on it ended with its process.
+        if record.status is RunStatus.RUNNING or record.parent_run_id is not None:
             mark_interrupted(self.runs, self.m.store, record)
             return
         run = self.restore(record)

@@ -27,6 +27,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, cast
 
+from ongrid_skills.agent import delegation
 from ongrid_skills.agent.events import (
     TOOL_OUTPUT_KINDS,
     RunEvent,
@@ -79,6 +80,17 @@ class RunHost(Protocol):
     closing: bool
     resumable: bool
 
+    def create(
+        self,
+        persona: str,
+        requester: Principal,
+        *,
+        parent: AgentRun | None = None,
+        call_id: str | None = None,
+    ) -> AgentRun: ...
+
+    def drive(self, run: AgentRun, message: str) -> asyncio.Task[RunRecord]: ...
+
 
 class AgentRun:
     """One conversation: its transcript, its tools, its event timeline."""
@@ -106,6 +118,8 @@ class AgentRun:
         self.pending: set[str] = set()  # executions waiting for approval
         self.task: asyncio.Task[RunRecord] | None = None  # set by the service driving it
         self.cancel_requested = False
+        #: A delegated run: the personas of the runs above it (it uses only what all could).
+        self.limits: tuple[Persona, ...] = ()
         self._confirm_lock = asyncio.Lock()
         self._slots = asyncio.Semaphore(max(1, self.m.settings.max_concurrent_executions))
         self.rec = RunRecorder(
@@ -115,6 +129,12 @@ class AgentRun:
     @property
     def id(self) -> str:
         return self.record.id
+
+    def requester(self) -> Principal:
+        """Whoever started the run (a delegated run's, the human at the top)."""
+        if self.human is not None:
+            return self.human
+        return Principal(self.record.requested_by, Role(self.record.role))
 
     @property
     def messages(self) -> list[Part]:
@@ -191,8 +211,10 @@ class AgentRun:
         waiting = self.record.status is RunStatus.WAITING_APPROVAL
         # Why: a server shutting down keeps a waiting run as it is stored — status, transcript
         # with its ``pending`` notes, approval requests still open — so that the next start
-        # resumes it and a decision taken meanwhile still reaches the model.
-        if self.service.closing and self.service.resumable and waiting:
+        # resumes it and a decision taken meanwhile still reaches the model. Not a delegated
+        # run: its parent, which waits on it, ends (interrupted) with this process.
+        delegated = self.record.parent_run_id is not None
+        if self.service.closing and self.service.resumable and waiting and not delegated:
             self.rec.detach()
             return
         # Otherwise nobody will see these requests end: withdraw them before ending the run.
@@ -242,10 +264,13 @@ class AgentRun:
         self.record.turns += 1
         self.rec.runs.update(self.record)
         bag = self._toolbag(persona)
-        skills = [s for s in bag.tools() if role_permits(self.agent.role, s.skill_class)]
+        offered = [s for s in bag.tools() if role_permits(self.agent.role, s.skill_class)]
         notes = ranked_instructions(bag.registry, persona, bag.message)
+        skills, catalogue = delegation.turn_tools(
+            offered, persona, self.record, self.limits, bag.registry
+        )
         system = system_prompt(
-            persona, notes, bag.deferred, self.m.settings.prompt_listing_max_chars
+            persona, notes, bag.deferred, self.m.settings.prompt_listing_max_chars, catalogue
         )
         sent = [m for m in self.messages if m.kind in SENT_KINDS]
         tools = export_all(skills, provider.tool_format)
@@ -273,6 +298,10 @@ class AgentRun:
         args, problem = call.parsed()
         self.rec.emit(ToolStarted(call.id, call.name, args if problem is None else call.arguments))
         skill = offered.get(call.name)
+        kernel = skill is None or skill.source == delegation.KERNEL_SOURCE
+        if call.name == delegation.DELEGATE_TOOL and kernel and problem is None:
+            await delegation.delegate(self, call, args, persona)
+            return
         if skill is None:
             hint = f"; use {SEARCH_TOOL} to find tools" if self.bag and self.bag.deferred else ""
             message = f"the tool {call.name!r} is not offered to you this turn{hint}"

@@ -1,7 +1,8 @@
 """The system prompt of one agent turn, built from the persona and what the turn offers.
 
 In order: the persona's body (or the default persona's), the instructions skills the model may
-follow (it reads one with ``read_skill``), the deferral note when more tools exist than are
+follow (it reads one with ``read_skill``), the catalogue of personas it may delegate to (a persona
+offered ``delegate``, :mod:`.delegation`), the deferral note when more tools exist than are
 listed, and the persona's ``critical_reminder`` last, where a model weighs it most. Pure text: it
 must never read files, the store or a registry; the loop hands it what the turn already holds.
 
@@ -60,12 +61,16 @@ def system_prompt(
     notes: list[Skill],
     deferred: bool,
     listing_chars: int = DEFAULT_PROMPT_LISTING_CHARS,
+    delegates: str | None = None,
 ) -> str:
     """Persona body + the instructions skills (most relevant first, up to ``listing_chars``)
-    + deferral hint + the critical reminder."""
+    + the personas it may delegate to (``delegates``, already bounded) + deferral hint + the
+    critical reminder."""
     parts = [persona.prompt.strip() or DEFAULT_PERSONA.prompt.strip()]
     if notes:
         parts.append(instructions_listing(notes, listing_chars))
+    if delegates:
+        parts.append(delegates)
     if deferred:
         parts.append(DEFERRAL_NOTE)
     if persona.critical_reminder:

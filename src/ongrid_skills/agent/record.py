@@ -22,6 +22,7 @@ from ongrid_skills.agent.events import (
     Said,
     TextDelta,
     ToolEnded,
+    inner_kind,
     to_event,
 )
 from ongrid_skills.agent.runs import RunRecord, RunStatus, RunStore
@@ -115,7 +116,7 @@ class RunRecorder:
                 listener(event)
             except Exception:
                 LOG.exception("an agent event listener failed")
-        if event.kind in BATCHED:
+        if inner_kind(event) in BATCHED:
             if self._flusher is None:
                 self._flusher = asyncio.get_running_loop().call_later(FLUSH_SECONDS, self.flush)
         else:

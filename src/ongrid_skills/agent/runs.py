@@ -59,6 +59,9 @@ class RunRecord:
     final_answer: str | None = None
     error: ErrorInfo | None = None
     replica_id: str | None = None  # the replica driving it (shared database); not shown
+    parent_run_id: str | None = None  # a delegated run: the run that started it
+    parent_call_id: str | None = None  # ... and its ``delegate`` call
+    depth: int = 0  # 0: started by a human; 1: delegated; 2: delegated by a delegated run
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -74,6 +77,9 @@ class RunRecord:
             "finished_at": iso(self.finished_at),
             "final_answer": self.final_answer,
             "error": self.error.to_dict() if self.error else None,
+            "parent_run_id": self.parent_run_id,
+            "parent_call_id": self.parent_call_id,
+            "depth": self.depth,
         }
 
 
@@ -110,6 +116,9 @@ def _row(record: RunRecord) -> dict[str, Any]:
         "final_answer": record.final_answer,
         "error": record.error.to_dict() if record.error else None,
         "replica_id": record.replica_id,
+        "parent_run_id": record.parent_run_id,
+        "parent_call_id": record.parent_call_id,
+        "depth": record.depth,
     }
 
 
@@ -129,6 +138,9 @@ def _record(row: Any) -> RunRecord:
         final_answer=row["final_answer"],
         error=ErrorInfo(error["code"], error["message"], error.get("details")) if error else None,
         replica_id=row["replica_id"],
+        parent_run_id=row["parent_run_id"],
+        parent_call_id=row["parent_call_id"],
+        depth=row["depth"] or 0,
     )
 
 
@@ -165,6 +177,17 @@ class RunStore:
             query = query.where(_RUNS.c.requested_by == requested_by)
         with self.store.read() as conn:
             rows = conn.execute(query.limit(limit)).mappings().all()
+        return [_record(r) for r in rows]
+
+    def children(self, run_id: str) -> list[RunRecord]:
+        """The runs a run's ``delegate`` calls started, oldest first."""
+        query = (
+            select(_RUNS)
+            .where(_RUNS.c.parent_run_id == run_id)
+            .order_by(_RUNS.c.created_at, _RUNS.c.id)
+        )
+        with self.store.read() as conn:
+            rows = conn.execute(query).mappings().all()
         return [_record(r) for r in rows]
 
     def with_status(self, statuses: Iterable[RunStatus]) -> list[RunRecord]:

@@ -31,6 +31,7 @@ KNOWN_KEYS = (
     "max_turns",
     "model",
     "critical_reminder",
+    "can_delegate",
 )
 DEFAULT_MAX_TURNS = 10
 _NAME_RE = re.compile(r"[a-z0-9_]+")
@@ -61,6 +62,8 @@ class Persona:
     max_turns: int = DEFAULT_MAX_TURNS
     model: str | None = None
     critical_reminder: str | None = None
+    #: Offered the agent kernel's ``delegate`` tool (docs/agent.md, "Delegation").
+    can_delegate: bool = False
     prompt: str = ""
     origin: str = "bundled"
     extra: dict[str, Any] = field(default_factory=dict)
@@ -84,6 +87,7 @@ class Persona:
             "max_turns": self.max_turns,
             "model": self.model,
             "critical_reminder": self.critical_reminder,
+            "can_delegate": self.can_delegate,
             "origin": self.origin,
             "source": "file" if self.origin not in ("bundled", "stored") else self.origin,
             "extra": self.extra,
@@ -97,6 +101,24 @@ DEFAULT_PERSONA = Persona(
     permission_mode=PermissionMode.READ_ONLY,
     prompt="You are a careful operations assistant. You may only observe systems.\n",
 )
+
+COORDINATOR_PERSONA = Persona(
+    name="coordinator",
+    description="Splits a task and hands each part to the specialist persona that fits it.",
+    when_to_use="When a task spans several specialists, or you do not know which one fits.",
+    permission_mode=PermissionMode.READ_ONLY,
+    can_delegate=True,
+    prompt=(
+        "You are a coordinator of operations specialists. Work out what the task needs, hand "
+        "each part to the specialist that fits it with the delegate tool (one clear, "
+        "self-contained task per call: the specialist sees nothing else), then answer with "
+        "what they found. Check facts yourself with your own tools when that is quicker. "
+        "A specialist never gets a tool you could not use yourself.\n"
+    ),
+)
+
+#: The personas every registry has (a persona file of the same name wins).
+BUNDLED_PERSONAS: dict[str, Persona] = {p.name: p for p in (DEFAULT_PERSONA, COORDINATOR_PERSONA)}
 
 
 def load_persona(path: str) -> Persona:
@@ -141,6 +163,9 @@ def build_persona(meta: dict[str, Any], body: str, path: str) -> Persona:
         value = meta.get(key)
         if value is not None and not isinstance(value, str):
             raise fail(f"{key} must be a string", key)
+    can_delegate = meta.get("can_delegate", False)
+    if not isinstance(can_delegate, bool):
+        raise fail("can_delegate must be true or false", "can_delegate")
     extra = {k: v for k, v in meta.items() if k not in KNOWN_KEYS}
     warnings.extend(f"unknown key {k!r} is kept but not used" for k in extra)
     capped: list[tuple[str, str]] = []  # stored fields are size-capped (skills/declared.py)
@@ -161,6 +186,7 @@ def build_persona(meta: dict[str, Any], body: str, path: str) -> Persona:
         max_turns=max_turns,
         model=meta.get("model"),
         critical_reminder=reminder,
+        can_delegate=can_delegate,
         prompt=body.strip() + "\n" if body.strip() else "",
         origin=path,
         extra=extra,

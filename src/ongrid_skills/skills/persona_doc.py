@@ -2,8 +2,8 @@
 
 The document is the persona file in JSON: the frontmatter's fields by the same names
 (``name``, ``description``, ``when_to_use``, ``permission_mode``, ``tools``,
-``disallowed_tools``, ``max_turns``, ``model``, ``critical_reminder``) plus ``prompt``, the
-Markdown body. It is built by the very builder of persona files
+``disallowed_tools``, ``max_turns``, ``model``, ``critical_reminder``, ``can_delegate``) plus
+``prompt``, the Markdown body. It is built by the very builder of persona files
 (:func:`~ongrid_skills.skills.persona.build_persona`), so every rule and message is theirs; on
 top of them, what a file only earns a warning for is refused here, since whoever writes through
 an API can fix it at once: an unknown field, a dashed name, a text over the size cap (a file's
@@ -15,7 +15,8 @@ is cut). Names are at most :data:`MAX_NAME_CHARS`, the prompt at most :data:`MAX
 Traceback (most recent call last):
 ...
 ongrid_skills.errors.InvalidPersona: unknown field 'mode' (the fields are: name, description, \
-when_to_use, permission_mode, tools, disallowed_tools, max_turns, model, critical_reminder, prompt)
+when_to_use, permission_mode, tools, disallowed_tools, max_turns, model, critical_reminder, \
+can_delegate, prompt)
 """
 
 from __future__ import annotations
@@ -96,6 +97,7 @@ def document_of(persona: Persona) -> dict[str, Any]:
         "max_turns": persona.max_turns,
         "model": persona.model,
         "critical_reminder": persona.critical_reminder,
+        "can_delegate": persona.can_delegate,
         "prompt": persona.prompt,
     }
 

@@ -26,7 +26,7 @@ from ongrid_skills.skills.discovery import (
 )
 from ongrid_skills.skills.impls import bundled_dir, resolve
 from ongrid_skills.skills.model import Skill
-from ongrid_skills.skills.persona import DEFAULT_PERSONA, Persona
+from ongrid_skills.skills.persona import BUNDLED_PERSONAS, Persona
 from ongrid_skills.skills.schemas import signature_schema
 from ongrid_skills.skills.search import SearchIndex
 from ongrid_skills.types import DEFAULT_TIMEOUT_SECONDS, SkillClass
@@ -67,7 +67,7 @@ class Registry:
                 if alias not in self._skills:
                     aliases.setdefault(alias, skill.name)
         self._aliases: Mapping[str, str] = MappingProxyType(aliases)
-        merged = {DEFAULT_PERSONA.name: DEFAULT_PERSONA, **(personas or {})}
+        merged = {**BUNDLED_PERSONAS, **(personas or {})}
         self._personas: Mapping[str, Persona] = MappingProxyType(merged)
         self.report = report or LoadReport()
         self._index: SearchIndex | None = None
@@ -289,7 +289,7 @@ def build_registry(
             [root], skills, report, sink, config=config, source=source, default_timeout=timeout
         )
         load_external([root], skills, report, sink, source, default_timeout=timeout)
-    personas: dict[str, Persona] = {DEFAULT_PERSONA.name: DEFAULT_PERSONA}
+    personas: dict[str, Persona] = dict(BUNDLED_PERSONAS)
     agents = [os.path.join(root, "agents") for root in packs]
     load_personas([*persona_dirs, *(a for a in agents if os.path.isdir(a))], personas, report, sink)
     return Registry(skills, personas, report, config, packs)

@@ -170,6 +170,11 @@ class AgentRunRow(Base):
     error: Mapped[Any] = mapped_column(JSON, nullable=True)
     # The replica (its lease id) driving the run; None on the embedded store (migration 0005).
     replica_id: Mapped[str | None] = mapped_column(String(32))
+    # A delegated run: the run whose ``delegate`` call started it, that call, and how deep it
+    # is (0: started by a human; migration 0013).
+    parent_run_id: Mapped[str | None] = mapped_column(String(32), index=True)
+    parent_call_id: Mapped[str | None] = mapped_column(String(200))
+    depth: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
 
 class AgentMessageRow(Base):

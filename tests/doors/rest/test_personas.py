@@ -58,7 +58,12 @@ def test_an_admin_creates_edits_and_deletes_a_persona_and_each_change_is_audited
     listed = {
         p["name"]: p["source"] for p in server.call("GET", "/v1/personas", "vera").json()["items"]
     }
-    assert listed == {"default": "bundled", "ops_file": "file", "night_watch": "stored"}
+    assert listed == {
+        "coordinator": "bundled",
+        "default": "bundled",
+        "ops_file": "file",
+        "night_watch": "stored",
+    }
 
     edited = server.call(
         "PUT",
@@ -76,6 +81,14 @@ def test_an_admin_creates_edits_and_deletes_a_persona_and_each_change_is_audited
         [entry] = audit(server, action)
         assert (entry["actor"], entry["subject"]) == ("admin", "night_watch")
     assert audit(server, "persona.updated")[0]["data"]["permission_mode"] == "mutating-with-confirm"
+
+
+def test_a_stored_persona_may_be_allowed_to_delegate(server: Server) -> None:
+    created = server.call("POST", "/v1/personas", json={**NIGHT, "can_delegate": True})
+    assert created.status_code == 201, created.text
+    assert created.json()["can_delegate"] is True
+    listed = server.call("GET", "/v1/personas", "vera").json()["items"]
+    assert {p["name"]: p["can_delegate"] for p in listed}["night_watch"] is True
 
 
 def test_a_stored_persona_gates_calls_at_once_and_its_edit_changes_what_it_may_run(
@@ -116,6 +129,7 @@ def test_only_an_admin_writes_personas(server: Server, who: str) -> None:
         ({"max_turns": True}, "/max_turns", "between 1 and 1000"),
         ({"max_turns": 0}, "/max_turns", "between 1 and 1000"),
         ({"model": 4}, "/model", "model must be a string"),
+        ({"can_delegate": "yes"}, "/can_delegate", "can_delegate must be true or false"),
         ({"prompt": ["x"]}, "/prompt", "prompt must be a string"),
         ({"prompt": "x" * (64 * 1024 + 1)}, "/prompt", "at most 65536"),
         ({"when_to_use": "w" * 5000}, "/when_to_use", "longer than 4096"),

@@ -144,7 +144,7 @@ def test_health_answers_without_a_token_with_counts(server: Server) -> None:
     body = response.json()
     assert body["status"] == "ok"
     assert body["skills"] == 5
-    assert body["personas"] == 3  # default + reader + fixer
+    assert body["personas"] == 4  # default + coordinator (bundled) + reader + fixer
     assert body["running"] == 0
     assert body["loader_errors"] == 0
 
@@ -592,9 +592,10 @@ def test_idempotency_keys_belong_to_their_principal(server: Server, tmp_path: Pa
 # ---- personas, metrics, openapi, reload, audit -------------------------------------------------
 def test_list_personas_returns_every_persona_sorted(server: Server) -> None:
     body = server.call("GET", "/v1/personas", "vera").json()
-    assert body["total"] == 3
-    assert [p["name"] for p in body["items"]] == ["default", "fixer", "reader"]
-    fixer = body["items"][1]
+    assert body["total"] == 4
+    assert [p["name"] for p in body["items"]] == ["coordinator", "default", "fixer", "reader"]
+    assert body["items"][0]["can_delegate"] is True and body["items"][1]["can_delegate"] is False
+    fixer = body["items"][2]
     assert fixer["permission_mode"] == "mutating-with-confirm"
     assert fixer["disallowed_tools"] == ["reboot_*"]
 

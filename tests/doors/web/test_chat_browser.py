@@ -26,7 +26,7 @@ from tests.support.browser import (
     watched_page,
 )
 from tests.support.hostile import HOSTILE_TEXT, write_hostile_skill
-from tests.support.llm import API_KEY, FakeLLM, Reply, call
+from tests.support.llm import API_KEY, FakeLLM, PersonaScripts, Reply, call
 from tests.support.skills import write_persona
 from tests.support.waiting import wait_for
 
@@ -212,3 +212,48 @@ def test_a_stopped_run_is_continued_with_the_keyboard(
     )
     expect(olga.locator(".run-status .status")).to_have_text("done")
     clean(page_guard, olga)
+
+
+def test_the_chat_shows_a_delegated_runs_tool_call_nested_under_its_delegate_call(
+    console: Console, browser: Browser, page_guard: PageGuard, fake: FakeLLM
+) -> None:
+    PersonaScripts(
+        fake,
+        {
+            "coordinator": [
+                Reply(calls=[call("delegate", {"persona": "reader", "task": "Is db-01 up?"})]),
+                Reply("The reader says db-01 is up."),
+            ],
+            "reader": [Reply(calls=[call("host_info")]), Reply("db-01 is up.")],
+        },
+        coordinator="You are a coordinator",
+    )
+    try:
+        olga = watching(browser, page_guard, console, "olga")
+        olga.goto(console.url + "/chat?persona=coordinator")
+        olga.get_by_label("Message").fill("Is db-01 up?")
+        olga.get_by_role("button", name="Send").click()
+        expect(olga).to_have_url(RUN_URL)
+        delegated = tool(olga, "delegate")
+        nested = delegated.locator("section.child-run")
+        expect(nested.locator(".child-head")).to_have_text(
+            re.compile(r"^Delegated to reader · run ")
+        )
+        inner = nested.locator(".tool-call").filter(has=olga.locator('code:text-is("host_info")'))
+        expect(inner.locator(".call-status")).to_have_text(re.compile(r"^succeeded in "))
+        expect(delegated.locator(":scope > .call-result pre")).to_have_text("db-01 is up.")
+        expect(olga.locator(".turn-assistant .prose").last).to_have_text(
+            "The reader says db-01 is up."
+        )
+        child_link = nested.locator(".child-head a")
+        href = child_link.get_attribute("href") or ""
+        assert RUN_URL.search(href), href
+        child_link.click()
+        expect(olga.locator(".run-facts")).to_contain_text("delegated by run")
+        expect(olga.get_by_text("A delegated run: continue")).to_be_visible()
+        expect(olga.get_by_label("Continue the conversation")).to_have_count(0)
+        olga.get_by_role("link", name="the stored transcript").click()
+        expect(olga.locator("dl")).to_contain_text(re.compile(r"Delegated by\s*run "))
+        clean(page_guard, olga)
+    finally:
+        fake.fallback = None

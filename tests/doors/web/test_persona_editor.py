@@ -95,6 +95,18 @@ def test_a_file_persona_is_read_only_in_the_editor(console: Console) -> None:
     assert console.manager.registry.persona("reader").origin.endswith("reader.md")
 
 
+def test_the_may_delegate_box_stores_can_delegate_and_shows_it_again(console: Console) -> None:
+    with console.logged_in("admin") as client:
+        saved = post(client, "/personas/new", {**FIELDS, "can_delegate": "on"}, _action="save")
+        assert saved.status_code == 303
+        assert console.manager.registry.persona("night_watch").can_delegate
+        form = client.get("/personas/night_watch/edit").text
+        assert 'name="can_delegate" value="on" checked' in form
+        unticked = post(client, "/personas/night_watch/edit", FIELDS, _action="save")
+        assert unticked.status_code == 303
+    assert not console.manager.registry.persona("night_watch").can_delegate
+
+
 def test_an_admin_edits_and_deletes_a_stored_persona_and_a_forged_post_is_refused(
     console: Console,
 ) -> None:

@@ -31,7 +31,7 @@ from ongrid_skills.settings import LLM_PROVIDERS, Settings
 from ongrid_skills.types import Role
 
 if TYPE_CHECKING:
-    from ongrid_skills.agent import AgentService, RunEvent, RunRecord, ToolOutput
+    from ongrid_skills.agent import AgentService, ChildEvent, RunEvent, RunRecord, ToolOutput
     from ongrid_skills.doors.cli.context import Context
     from ongrid_skills.skills.model import Skill
 
@@ -205,7 +205,9 @@ class Terminal:
         stderr and progress, approvals (stderr)."""
         from ongrid_skills import agent as a  # noqa: PLC0415 - loaded by the command already
 
-        if isinstance(event, a.TextDelta):
+        if isinstance(event, a.ChildEvent):
+            self.child(event)
+        elif isinstance(event, a.TextDelta):
             self.text(event.text)
         elif isinstance(event, a.Said) and event.role == "assistant":
             self._newline()
@@ -234,6 +236,43 @@ class Terminal:
                 line = click.style(f"✗ {event.tool} {event.status} ", fg="red")
             preview = click.style(_cut(event.content, 200), dim=True)
             click.echo(line + preview, err=True)
+
+    def child(self, event: ChildEvent) -> None:
+        """An event of a delegated run: on stderr, indented by its depth, its persona named
+        (its text is not streamed: its answer is the ``delegate`` call's result)."""
+        from ongrid_skills import agent as a  # noqa: PLC0415 - loaded by the command already
+
+        inner, pad = event.event, "  " * event.depth
+        head = f"{pad}↳ [{event.persona}] "
+        line: str | None = None
+        color = "cyan"
+        if isinstance(inner, a.Said) and inner.role == "user":
+            line = f"{head}task (run {event.run_id[:8]}): {_cut(inner.text, 300)}"
+            color = "magenta"
+        elif isinstance(inner, a.Said) and inner.role == "assistant" and inner.text:
+            line, color = f"{head}says: {_cut(inner.text, 300)}", "white"
+        elif isinstance(inner, a.ToolStarted):
+            args = inner.args
+            shown = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+            line = f"{head}⚙ {inner.tool} {_cut(shown, 300)}"
+        elif isinstance(inner, a.ToolOutput) and inner.kind == "stderr":
+            line, color = f"{pad}  │ {inner.data.get('line', '')}", "white"
+        elif isinstance(inner, a.ApprovalPending):
+            line = (
+                f"{head}⏸ {inner.tool} waits for approval {inner.approval_id} "
+                f"({inner.signatures_required} signature(s)): "
+                f"ongrid-skills approvals approve {inner.approval_id}"
+            )
+            color = "yellow"
+        elif isinstance(inner, a.ToolEnded):
+            mark = "✓" if inner.status == "succeeded" else "✗"
+            color = "green" if inner.status == "succeeded" else "red"
+            line = f"{head}{mark} {inner.tool} {inner.status} {_cut(inner.content, 200)}"
+        elif isinstance(inner, a.RunDone):
+            line, color = f"{head}run {event.run_id[:8]} ended {inner.status}", "magenta"
+        if line is not None:
+            self._newline()
+            click.echo(click.style(line, fg=color, dim=color == "white"), err=True)
 
     def output(self, event: ToolOutput) -> None:
         """A running call's stderr line or progress report (a ``ToolOutput``), dimmed."""

@@ -73,6 +73,7 @@ class PersonaBody(BaseModel):
     max_turns: Any = _typed("integer", "Agent loop bound, 1..1000 (default 10).")
     model: Any = _typed("string", "The model; else the configured default.")
     critical_reminder: Any = _typed("string", "Re-sent every turn.")
+    can_delegate: Any = _typed("boolean", "Offered the delegate tool (default false).")
     prompt: Any = _typed("string", "The Markdown body: the system prompt (at most 64 KiB).")
 
 

@@ -102,4 +102,5 @@ async def agent_run(request: Request, run_id: str, _session: Session) -> Respons
         title=f"Agent run {run_id[:8]}",
         run=record,
         entries=[entry(m) for m in agents.runs.messages(run_id)],
+        children=agents.runs.children(run_id),
     )

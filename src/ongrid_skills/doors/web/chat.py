@@ -103,7 +103,8 @@ async def chat_run(request: Request, run_id: RunId, session: Session) -> Respons
             approvals[approval_id] = desk.get(approval_id)
         except NotFound:
             continue
-    page = conversation(run, parts, session.principal, approvals)
+    children = agents.runs.children(run_id)
+    page = conversation(run, parts, session.principal, approvals, children)
     return render(request, "chat_run.html", section="chat", title=f"Chat {run_id[:8]}", page=page)
 
 
@@ -130,14 +131,17 @@ async def chat_card_html(
 ) -> Response:
     """One approval card of the run, rendered for the viewer (the page script asks for it when
     a call starts waiting and each time its request changes)."""
-    run = agents_of(request).get(run_id)
+    agents = agents_of(request)
+    run = agents.get(run_id)
     approval = manager_of(request).desk.get(approval_id)
     if not asked_by(approval, run_id):
         raise NotFound(f"approval {approval_id} was not asked by agent run {run_id}")
+    top = run
+    while top.parent_run_id is not None:  # a delegated run's card is shown in the top chat
+        top = agents.get(top.parent_run_id)
     template = request.app.state.templates.get_template("_chat_card.html")
-    html = template.render(
-        me=session, csrf=session.csrf, card=chat_card(approval, run, session.principal)
-    )
+    card = chat_card(approval, run, session.principal, back=top.id)
+    html = template.render(me=session, csrf=session.csrf, card=card)
     return HTMLResponse(html, headers={"cache-control": "no-store"})
 
 

@@ -80,6 +80,7 @@ class ChatCard:
     approve_problem: str | None = field(metadata={"help": "why no Confirm/Approve button"})
     reject_problem: str | None = field(metadata={"help": "why no Reject button"})
     starter: bool = field(metadata={"help": "the viewer started the run (they confirm)"})
+    back: str = field(default="", metadata={"help": "the chat its forms come back to"})
 
     @property
     def pending(self) -> bool:
@@ -99,7 +100,11 @@ class ChatCard:
         return "Confirm" if self.starter and self.approval.signatures_required == 1 else "Approve"
 
 
-def chat_card(approval: Approval, run: RunRecord, viewer: Principal) -> ChatCard:
+def chat_card(
+    approval: Approval, run: RunRecord, viewer: Principal, back: str | None = None
+) -> ChatCard:
+    """``back``: the chat the card is shown in (a delegated run's card is shown in the chat of
+    the run at the top; its forms come back there). Default: the run's own."""
     approve, reject = decision_problems(approval, viewer, run.requested_by)
     return ChatCard(
         approval=approval,
@@ -108,6 +113,7 @@ def chat_card(approval: Approval, run: RunRecord, viewer: Principal) -> ChatCard
         approve_problem=approve,
         reject_problem=reject,
         starter=viewer.name == run.requested_by,
+        back=back or run.id,
     )
 
 
@@ -128,6 +134,7 @@ class CallView:
     result: Shown | None = None
     is_error: bool = False
     execution_id: str | None = None
+    child: RunRecord | None = None  # the run a ``delegate`` call started
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +163,9 @@ class Conversation:
     items: list[Item] = field(metadata={"help": "the transcript, turn by turn"})
     may_send: bool = field(metadata={"help": "the viewer started it and it has ended"})
     may_stop: bool = field(metadata={"help": "it is going and the viewer may cancel it"})
+    children: list[RunRecord] = field(
+        default_factory=list, metadata={"help": "the runs its delegate calls started"}
+    )
 
     @property
     def events(self) -> str:
@@ -167,15 +177,21 @@ def conversation(
     parts: list[Part],
     viewer: Principal,
     approvals: dict[str, Approval],
+    children: list[RunRecord] | None = None,
 ) -> Conversation:
-    """The page of ``run`` for ``viewer``; ``approvals`` by id, those its parts name."""
+    """The page of ``run`` for ``viewer``; ``approvals`` by id, those its parts name;
+    ``children``: the runs its ``delegate`` calls started."""
     items: list[Item] = []
+    started = {c.parent_call_id: c for c in children or [] if c.parent_call_id}
     calls: dict[str, CallView] = {}
     for part in parts:
         if isinstance(part, UserText):
             items.append(Item("user", shown(part.text), []))
         elif isinstance(part, ModelReply):
-            views = [CallView(c.id, c.name, shown(c.arguments)) for c in part.tool_calls]
+            views = [
+                CallView(c.id, c.name, shown(c.arguments), child=started.get(c.id))
+                for c in part.tool_calls
+            ]
             calls.update((v.id, v) for v in views)
             items.append(Item("assistant", shown(part.text), views))
         elif isinstance(part, ToolResult) and part.tool_call_id in calls:
@@ -190,8 +206,10 @@ def conversation(
     return Conversation(
         run=run,
         items=items,
-        may_send=final and viewer.name == run.requested_by,
+        # A delegated run is continued through its parent's conversation (the service says so).
+        may_send=final and viewer.name == run.requested_by and run.parent_run_id is None,
         may_stop=not final and may_cancel(viewer, run.requested_by),
+        children=list(children or []),
     )
 
 

@@ -76,13 +76,16 @@ def values_of(document: dict[str, Any]) -> dict[str, str]:
     values["permission_mode"] = str(document.get("permission_mode") or MODES[0])
     values["max_turns"] = str(document.get("max_turns") or "")
     values["prompt"] = str(document.get("prompt") or "")
+    values["can_delegate"] = "on" if document.get("can_delegate") is True else ""
     return values
 
 
 def posted_values(form: Form) -> dict[str, str]:
     """The field texts as posted (what the page shows again)."""
     names = (*TEXT_FIELDS, *LIST_FIELDS, "permission_mode", "max_turns", "prompt")
-    return {key: (form.get(key) or "").replace("\r\n", "\n") for key in names}
+    values = {key: (form.get(key) or "").replace("\r\n", "\n") for key in names}
+    values["can_delegate"] = "on" if form.get("can_delegate") == "on" else ""
+    return values
 
 
 def document_from(values: dict[str, str]) -> dict[str, Any]:
@@ -105,6 +108,8 @@ def document_from(values: dict[str, str]) -> dict[str, Any]:
     for key in ("model", "critical_reminder"):
         if values[key].strip():
             document[key] = values[key].strip()
+    if values.get("can_delegate") == "on":
+        document["can_delegate"] = True
     return document
 
 

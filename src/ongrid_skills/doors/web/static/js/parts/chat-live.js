@@ -10,7 +10,9 @@
 // session (GET /chat/<run>/approvals/<id>, autoescaped) and fetched again whenever the
 // approvals stream says its request changed (signed in the inbox, the CLI, a webhook link)
 // and when the call ends. At "end" the status and the controls (Stop, the form to continue)
-// are fetched again from the page.
+// are fetched again from the page. A run's delegated runs ("child" events) are drawn the same
+// way inside the delegate call that started them, their persona named, with a link to their
+// own page; their approval cards are theirs (GET /chat/<child run>/approvals/<id>).
 
 import { mountParts } from "../app.js";
 import { follow } from "../live.js";
@@ -74,11 +76,9 @@ export function mount(element) {
   const runId = element.dataset.run;
   const user = element.dataset.user || "User";
   if (!log || !ID.test(runId || "")) return;
-  const calls = new Map(); // call id -> its parts
-  const cards = new Set(); // approval ids shown
-  let reply = null; // the model's turn being written
-  let streaming = null; // its text, as the deltas come
-  let lastReply = null; // the turn the next tool calls belong to
+  const calls = new Map(); // call id (a delegated run's: scoped) -> its parts
+  const cards = new Map(); // approval id shown -> the run that asked (its card's URL)
+  const children = new Map(); // delegated run id -> its view
   let approvals = null; // the approvals stream, once a card is shown
 
   const say = (text) => {
@@ -94,17 +94,9 @@ export function mount(element) {
     badge.className = `status status-${status}`;
   };
 
-  const turn = (role, speaker) => {
-    const item = el("li", `turn turn-${role}`);
-    item.append(el("p", "speaker", speaker));
-    log.append(item);
-    return item;
-  };
-
-  const prose = (text) => el("div", "prose", visible(text));
-
   const loadCard = async (id) => {
-    const response = await fetch(`/chat/${runId}/approvals/${id}`, {
+    const asker = cards.get(id) || runId;
+    const response = await fetch(`/chat/${asker}/approvals/${id}`, {
       headers: { accept: "text/html" },
     });
     if (!response.ok) throw new Error(`the card answered ${response.status}`);
@@ -140,117 +132,174 @@ export function mount(element) {
     approvals = follow("/approvals/events", handlers);
   };
 
-  const callOf = (data) => {
-    const known = calls.get(data.call_id);
+  // The events of one run drawn into one list: the page's run (top), or a run it delegated
+  // to (drawn inside the delegate call that started it, its persona named).
+  const view = (list, asker, speaker, top) => {
+    let reply = null; // the model's turn being written
+    let streaming = null; // its text, as the deltas come
+    let lastReply = null; // the turn the next tool calls belong to
+
+    const turn = (role, who) => {
+      const item = el("li", `turn turn-${role}`);
+      item.append(el("p", "speaker", who));
+      list.append(item);
+      return item;
+    };
+
+    const prose = (text) => el("div", "prose", visible(text));
+
+    const callOf = (data) => {
+      const known = calls.get(data.call_id);
+      if (known) return known;
+      const box = el("div", "tool-call");
+      const status = el("span", "call-status", "running");
+      const head = el("p", "call-head");
+      head.append(el("span", "call-mark", "Tool"), " ", el("code", "", String(data.tool ?? "")), " ", status);
+      const stderr = el("ol", "stderr");
+      stderr.hidden = true;
+      const progress = el("p", "progress");
+      progress.hidden = true;
+      box.append(head, block("Arguments", data.args ?? {}), stderr, progress);
+      const holder = lastReply || reply || turn("assistant", speaker);
+      holder.append(box);
+      const parts = { box, status, stderr, progress, card: null, ended: false };
+      calls.set(data.call_id, parts);
+      return parts;
+    };
+
+    return {
+      message: (data) => {
+        if (data.role === "user") {
+          reply = streaming = lastReply = null;
+          turn("user", top ? user : "Task").append(prose(data.text));
+          if (top) {
+            showStatus("running");
+            say("The agent is working…");
+          }
+        } else if (data.role === "assistant") {
+          const target = reply || turn("assistant", speaker);
+          if (streaming) streaming.textContent = visible(data.text);
+          else if (data.text) target.insertBefore(prose(data.text), target.children[1] || null);
+          lastReply = target;
+          reply = streaming = null;
+        } else {
+          turn("system", "Note").append(prose(data.text));
+        }
+      },
+      text_delta: (data) => {
+        if (!reply) reply = turn("assistant", speaker);
+        if (!streaming) {
+          streaming = el("div", "prose", "");
+          reply.append(streaming);
+        }
+        streaming.textContent += visible(data.text);
+      },
+      tool_start: (data) => {
+        callOf(data);
+        say(`${speaker} runs ${data.tool}…`);
+      },
+      stderr: (data) => {
+        const call = callOf(data);
+        call.stderr.hidden = false;
+        call.stderr.append(el("li", "", visible(data.line) + (data.truncated ? " [line cut]" : "")));
+      },
+      stderr_truncated: (data) => {
+        const call = callOf(data);
+        call.stderr.hidden = false;
+        call.stderr.append(el("li", "", `stderr over its budget after ${data.after_bytes} bytes: the rest is not kept`));
+      },
+      progress: (data) => {
+        const call = callOf(data);
+        call.progress.hidden = false;
+        const total = data.total != null ? ` of ${data.total}` : "";
+        call.progress.textContent = visible(`Progress ${data.progress}${total}${data.message ? `: ${data.message}` : ""}`);
+      },
+      approval_pending: (data) => {
+        const call = callOf(data);
+        const id = String(data.approval_id ?? "");
+        const n = Number(data.signatures_required) || 1;
+        call.status.textContent = "waiting for approval";
+        if (top) showStatus("waiting_approval");
+        say(n === 1 ? `${speaker} waits for a confirmation: see its card.` : `${speaker} waits for ${n} signatures: see its card.`);
+        if (!ID.test(id)) return;
+        const card = el("div", "chat-card status-card-pending", n === 1 ? "Waiting for a confirmation…" : `Waiting for ${n} signatures…`);
+        card.id = `approval-${id}`;
+        card.dataset.approval = id;
+        call.box.append(card);
+        call.card = id;
+        cards.set(id, asker);
+        refresh(id);
+        watchApprovals();
+      },
+      tool_end: (data) => {
+        const call = callOf(data);
+        call.ended = true;
+        const ok = data.status === "succeeded";
+        call.status.textContent = `${String(data.status ?? "").replaceAll("_", " ")} in ${seconds(data.duration_ms)}`;
+        call.box.classList.toggle("is-error", !ok);
+        const result = el("div", `call-result${ok ? "" : " is-error"}`);
+        const label = el("p", "result-label", ok ? "Result" : "Error");
+        if (ID.test(String(data.execution_id ?? ""))) {
+          const link = el("a", "", `execution ${data.execution_id.slice(0, 8)}`);
+          link.href = `/executions/${data.execution_id}`;
+          label.append(" · ", link);
+        }
+        result.append(label, block(ok ? "Result" : "Error", data.content ?? ""));
+        if (data.content_truncated) result.append(el("p", "hint", "Cut at 64 KiB here: the execution's page has all of it."));
+        call.box.append(result);
+        if (call.card) refresh(call.card);
+        if (top && ![...calls.values()].some((c) => c.card && !c.ended)) showStatus("running");
+        say("The agent is working…");
+      },
+      done: (data) => {
+        reply = streaming = lastReply = null;
+        const status = String(data.status ?? "").replaceAll("_", " ");
+        const error = data.error ? `: ${data.error.code} ${data.error.message}` : "";
+        if (!top) {
+          list.append(el("li", "turn turn-system child-end", `${speaker} ended: ${status}${error}.`));
+          return;
+        }
+        showStatus(String(data.status ?? ""));
+        for (const call of calls.values()) {
+          if (!call.ended) call.status.textContent = `no result: the run ended ${status}`;
+          call.ended = true;
+        }
+        say(`The run ended: ${status}${error}.`);
+      },
+    };
+  };
+
+  const main = view(log, runId, "Agent", true);
+
+  // A delegated run's events: drawn inside the delegate call that started it.
+  const childView = (data) => {
+    const known = children.get(data.run_id);
     if (known) return known;
-    const box = el("div", "tool-call");
-    const status = el("span", "call-status", "running");
-    const head = el("p", "call-head");
-    head.append(el("span", "call-mark", "Tool"), " ", el("code", "", String(data.tool ?? "")), " ", status);
-    const stderr = el("ol", "stderr");
-    stderr.hidden = true;
-    const progress = el("p", "progress");
-    progress.hidden = true;
-    box.append(head, block("Arguments", data.args ?? {}), stderr, progress);
-    const holder = lastReply || reply || turn("assistant", "Agent");
-    holder.append(box);
-    const parts = { box, status, stderr, progress, card: null, ended: false };
-    calls.set(data.call_id, parts);
-    return parts;
+    if (!ID.test(String(data.run_id ?? ""))) return null;
+    const call = calls.get(data.parent_call_id);
+    const persona = visible(String(data.persona ?? ""));
+    const box = el("section", "child-run");
+    box.dataset.run = data.run_id;
+    box.dataset.depth = String(Number(data.depth) || 1);
+    const head = el("p", "child-head", `Delegated to ${persona} · `);
+    const link = el("a", "", `run ${data.run_id.slice(0, 8)}`);
+    link.href = `/chat/${data.run_id}`;
+    head.append(link);
+    const list = el("ol", "chat-log child-log");
+    box.append(head, list);
+    if (call) call.box.append(box);
+    else log.append(box);
+    const made = view(list, data.run_id, persona, false);
+    children.set(data.run_id, made);
+    return made;
   };
 
   const handlers = {
-    message: (data) => {
-      if (data.role === "user") {
-        reply = streaming = lastReply = null;
-        turn("user", user).append(prose(data.text));
-        showStatus("running");
-        say("The agent is working…");
-      } else if (data.role === "assistant") {
-        const target = reply || turn("assistant", "Agent");
-        if (streaming) streaming.textContent = visible(data.text);
-        else if (data.text) target.insertBefore(prose(data.text), target.children[1] || null);
-        lastReply = target;
-        reply = streaming = null;
-      } else {
-        turn("system", "Note").append(prose(data.text));
-      }
-    },
-    text_delta: (data) => {
-      if (!reply) reply = turn("assistant", "Agent");
-      if (!streaming) {
-        streaming = el("div", "prose", "");
-        reply.append(streaming);
-      }
-      streaming.textContent += visible(data.text);
-    },
-    tool_start: (data) => {
-      callOf(data);
-      say(`The agent runs ${data.tool}…`);
-    },
-    stderr: (data) => {
-      const call = callOf(data);
-      call.stderr.hidden = false;
-      call.stderr.append(el("li", "", visible(data.line) + (data.truncated ? " [line cut]" : "")));
-    },
-    stderr_truncated: (data) => {
-      const call = callOf(data);
-      call.stderr.hidden = false;
-      call.stderr.append(el("li", "", `stderr over its budget after ${data.after_bytes} bytes: the rest is not kept`));
-    },
-    progress: (data) => {
-      const call = callOf(data);
-      call.progress.hidden = false;
-      const total = data.total != null ? ` of ${data.total}` : "";
-      call.progress.textContent = visible(`Progress ${data.progress}${total}${data.message ? `: ${data.message}` : ""}`);
-    },
-    approval_pending: (data) => {
-      const call = callOf(data);
-      const id = String(data.approval_id ?? "");
-      const n = Number(data.signatures_required) || 1;
-      call.status.textContent = "waiting for approval";
-      showStatus("waiting_approval");
-      say(n === 1 ? "The run waits for a confirmation: see its card." : `The run waits for ${n} signatures: see its card.`);
-      if (!ID.test(id)) return;
-      const card = el("div", "chat-card status-card-pending", n === 1 ? "Waiting for a confirmation…" : `Waiting for ${n} signatures…`);
-      card.id = `approval-${id}`;
-      card.dataset.approval = id;
-      call.box.append(card);
-      call.card = id;
-      cards.add(id);
-      refresh(id);
-      watchApprovals();
-    },
-    tool_end: (data) => {
-      const call = callOf(data);
-      call.ended = true;
-      const ok = data.status === "succeeded";
-      call.status.textContent = `${String(data.status ?? "").replaceAll("_", " ")} in ${seconds(data.duration_ms)}`;
-      call.box.classList.toggle("is-error", !ok);
-      const result = el("div", `call-result${ok ? "" : " is-error"}`);
-      const label = el("p", "result-label", ok ? "Result" : "Error");
-      if (ID.test(String(data.execution_id ?? ""))) {
-        const link = el("a", "", `execution ${data.execution_id.slice(0, 8)}`);
-        link.href = `/executions/${data.execution_id}`;
-        label.append(" · ", link);
-      }
-      result.append(label, block(ok ? "Result" : "Error", data.content ?? ""));
-      if (data.content_truncated) result.append(el("p", "hint", "Cut at 64 KiB here: the execution's page has all of it."));
-      call.box.append(result);
-      if (call.card) refresh(call.card);
-      if (![...calls.values()].some((c) => c.card && !c.ended)) showStatus("running");
-      say("The agent is working…");
-    },
-    done: (data) => {
-      reply = streaming = lastReply = null;
-      showStatus(String(data.status ?? ""));
-      const status = String(data.status ?? "").replaceAll("_", " ");
-      for (const call of calls.values()) {
-        if (!call.ended) call.status.textContent = `no result: the run ended ${status}`;
-        call.ended = true;
-      }
-      const error = data.error ? `: ${data.error.code} ${data.error.message}` : "";
-      say(`The run ended: ${status}${error}.`);
+    ...main,
+    child: (data) => {
+      const child = childView(data || {});
+      const handle = child && child[String(data.event ?? "")];
+      if (handle) handle(data.data || {});
     },
     end: () => {
       if (approvals) approvals.close();
