@@ -142,6 +142,10 @@ def test_a_person_at_a_terminal_sees_where_run_went_and_a_script_reads_the_same_
     done = piped("run", ON_SERVER, env=env)
     assert done.stdout == b'{"where": "server"}\n'
     assert done.stderr == f"→ {served.url} (ONGRID_URL)\n".encode()
+    shown = in_terminal("show", ON_SERVER, env=env)  # the server's skill, in the local view
+    assert shown.status == 0, shown.text
+    lines = [line.split() for line in shown.text.splitlines()]
+    assert ["name", ON_SERVER] in lines and ["class", "safe"] in lines and ["schema"] in lines
 
 
 def test_the_hint_new_prints_works_as_printed_with_ongrid_url_set(
