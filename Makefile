@@ -2,15 +2,21 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed-test
+# What running needs (`make run`), then the test tools on top of it (`make test`, the others).
+RUNTIME := $(VENV)/.installed-run
+STAMP   := $(VENV)/.installed-test
 
 .PHONY: run test lint types unit bench clean
 
-$(STAMP): pyproject.toml
+$(RUNTIME): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e .
+	$(BIN)/python -c 'from ongrid_skills.execution.spawner import main; raise SystemExit(main())'
+	touch $(RUNTIME)
+
+$(STAMP): $(RUNTIME)
 	$(BIN)/python -m pip install -q -e '.[test]'
-	$(BIN)/python -m ongrid_skills.execution.spawner
 	touch $(STAMP)
 
 EXAMPLES := $(CURDIR)/examples/skills
@@ -24,7 +30,7 @@ PACK_INDEX := $(CURDIR)/examples/packs/index.json
 # The main job: the server on the bundled examples (skills and personas), with the embedded
 # SQLite store in .ongrid/. The first start prints an admin token once. Each default gives way
 # to the variable when it is set.
-run: $(STAMP)
+run: $(RUNTIME)
 	@[ -n "$${ONGRID_TRUSTED_PACK_KEYS+set}" ] || echo "make run: trusting the example pack's TEST key \
 	($(PACK_KEY)) and its index: a demo only. To trust no key: ONGRID_TRUSTED_PACK_KEYS= make run" >&2
 	ONGRID_TRUSTED_PACK_KEYS=$${ONGRID_TRUSTED_PACK_KEYS-$(PACK_KEY)} \

@@ -48,7 +48,7 @@ share one table).
 answers 400; an exception that is no SkillError answers 500 ``internal_error``). REST never raises
 ApprovalRequired: a call that needs signatures is answered 202 with its ``pending_approval``
 Execution. *exit* is what ``ongrid-skills`` returns: ``run``, ``list``, ``show``, ``tools`` and
-``new`` map the code through ``ERROR_EXIT`` in ``doors/cli/main.py`` (1 for a code it does not
+``new`` map the code through ``ERROR_EXIT`` in ``doors/cli/refusal.py`` (1 for a code it does not
 list); the commands that talk to a server (``approvals``, ``executions``) map the HTTP status (403 →
 3, other 4xx → 2, 5xx → 1), which is where the errors only a server raises get theirs; ``mcp`` and
 ``token`` exit 2 on any error, ``chat`` 2 for ``not_found`` and ``invalid_request``, else 1.

@@ -143,10 +143,13 @@ async def open_manager(
     runner: Runner | None = None,
     loader_sink: LogSink = default_sink,
     webhook_delivery: Delivery | None = None,
+    guest: bool = False,
 ) -> AsyncIterator[Manager]:
     """Open the store, load the registry, claim the data dir, recover; close it all after.
 
     A ``store`` passed in stays open (its owner closes it); one opened here is closed here.
+    ``guest``: a command that runs beside a server (``chat``, ``mcp``) finds the data dir owned
+    as a matter of course; that is logged at INFO, not as a warning to the person using it.
     With ``ONGRID_APPROVAL_WEBHOOKS`` set, the approval desk's events are sent to them (how
     hard to try: ``webhook_delivery``, default :class:`Delivery`).
     """
@@ -180,7 +183,8 @@ async def open_manager(
         if manager.owns_data_dir:
             await manager.recover()
         else:
-            LOG.warning(
+            LOG.log(
+                logging.INFO if guest else logging.WARNING,
                 "another manager owns %s: start-up recovery and the approval sweeper stay there",
                 settings.data_dir,
             )

@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 
 from ongrid_skills.agent.runs import RunStore
+from ongrid_skills.runtime import DataDirLock
+from ongrid_skills.settings import Settings
 from ongrid_skills.store import open_store
 from tests.support.agent import envelope, llm_env
 from tests.support.llm import FakeLLM, Reply, call
@@ -225,3 +227,30 @@ def test_ctrl_c_while_a_run_waits_interrupts_it_and_withdraws_its_request(
         assert store.approvals.with_status("pending") == []
     finally:
         store.close()
+
+
+def test_chat_beside_a_server_that_owns_the_data_dir_prints_no_warning(
+    tmp_path: Path, skills_root: Path, make_skill: MakeSkill, fake: FakeLLM
+) -> None:
+    """`serve` holds the data dir (its lock); a `chat` next to it is the normal case, not a
+    problem the user must read about."""
+    make_skill("disk_usage", NOISY)
+    fake.add(Reply("fine."))
+    env = environ(tmp_path, skills_root, fake)
+    open_store(env["ONGRID_DATA_DIR"], None).close()
+    server_lock = DataDirLock(Settings(data_dir=env["ONGRID_DATA_DIR"]))
+    assert server_lock.acquire()
+    try:
+        done = subprocess.run(
+            [CLI, "chat", "-m", "how is it?"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
+    finally:
+        server_lock.release()
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "fine.\n"
+    assert "WARNING" not in done.stderr and "another manager" not in done.stderr, done.stderr

@@ -42,6 +42,12 @@ def tutorial_lines() -> tuple[list[str], list[str]]:
     return first, rest
 
 
+def refusal_shown() -> list[str]:
+    """The lines §6 shows for Olga's refused approval (its text block about her own request)."""
+    [shown] = [b for b in blocks(TUTORIAL) if b.lang == "text" and "own request" in b.text]
+    return shown.text.splitlines()
+
+
 @pytest.fixture
 def clone_and_server(tmp_path: Path) -> Iterator[tuple[Path, ServeProcess]]:
     clone = make_clone(tmp_path)
@@ -98,6 +104,9 @@ def test_getting_started_runs_as_written_from_a_fresh_clone(
             expected = EXITS.search(line)
             ran = shell.run(typed)
             assert ran.code == (int(expected.group(1)) if expected else 0), str(ran)
+            if "approvals approve" in line and expected:  # the refusal says what §6 shows
+                for said in refusal_shown():
+                    assert said.replace("127.0.0.1:8731", f"127.0.0.1:{port}") in ran.err, ran
             if "--server" in line:
                 approval = pending_approval(server, admin)
                 sleeper = int(shell.variable("SLEEPER"))

@@ -91,7 +91,7 @@ def test_make_run_trusts_the_example_key_saying_so_unless_the_variable_is_set(
     def make_run(**env: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             # -o: never rebuild the virtualenv here, whatever its stamp's age.
-            ["make", "-s", "-o", ".venv/.installed-test", "run", f"BIN={fake.parent}"],
+            ["make", "-s", "-o", ".venv/.installed-run", "run", f"BIN={fake.parent}"],
             capture_output=True,
             text=True,
             cwd=REPO,

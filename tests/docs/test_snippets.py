@@ -339,6 +339,13 @@ def test_readme_quick_start_against_the_server_works_as_written(
     outputs = [out for _line, out in run_lines(shell, lines)]
     assert outputs[1].startswith('{"items": [{"name": ')  # GET /v1/skills, cut at 400 bytes
     assert json.loads(outputs[2])["status"] == "succeeded"  # POST …/host_info/execute
+    # A reader goes on in the same shell, ONGRID_URL still exported: "Without a server" still
+    # means this machine (the CLI would otherwise send list and run to the server).
+    local = readme_block("Without a server", "ongrid-skills list")
+    upto = next(i for i, line in enumerate(local) if line.endswith("ongrid-skills list"))
+    ran = [shell.run(line) for line in local[: upto + 1]]
+    assert all(r.code == 0 for r in ran), [str(r) for r in ran]
+    assert "→" not in ran[-1].err and "host_info" in ran[-1].out, str(ran[-1])
 
 
 def test_native_skills_what_the_model_sees_runs_as_written_from_a_fresh_clone(

@@ -75,7 +75,7 @@ def test_make_run_loads_the_example_personas_unless_the_variable_is_set(tmp_path
     def make_run(env: dict[str, str]) -> str:
         done = subprocess.run(
             # -o: never rebuild the virtualenv here, whatever its stamp's age.
-            ["make", "-s", "-o", ".venv/.installed-test", "run", f"BIN={fake.parent}"],
+            ["make", "-s", "-o", ".venv/.installed-run", "run", f"BIN={fake.parent}"],
             capture_output=True,
             text=True,
             cwd=REPO,

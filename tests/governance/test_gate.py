@@ -109,6 +109,14 @@ def test_signers_are_humans_with_operator_or_admin_and_never_the_requester() -> 
     assert approver_problem(ROOT, SkillClass.DANGEROUS, "bob") is None
 
 
+def test_an_operator_refused_on_their_own_dangerous_request_is_told_first_that_it_is_theirs() -> (
+    None
+):
+    assert approver_problem(ADA, SkillClass.DANGEROUS, "ada") == (
+        "nobody approves their own request"
+    )
+
+
 def test_who_started_an_agent_run_confirms_its_mutating_calls_but_never_signs_a_dangerous_one() -> (
     None
 ):

@@ -147,16 +147,17 @@ def approver_problem(
     started_by: str | None = None,
 ) -> str | None:
     """Why ``principal`` (a signer) may not approve a ``skill_class`` call requested by
-    ``requested_by``, or None: dangerous calls need admin signers; nobody approves their own.
+    ``requested_by``, or None: nobody approves their own (said first, whatever the role);
+    dangerous calls need admin signers.
 
     ``started_by``: the human who started the agent run that asked (``requested_by`` is then
     ``agent:<run id>``). They may give the one confirmation of a mutating call of their run (the
     requester's confirmation, SPEC §5), never a signature of a dangerous one: its two signers
     are two admins other than them."""
+    if principal.name == requested_by:  # first: the reason that holds whatever the role
+        return "nobody approves their own request"
     if skill_class is SkillClass.DANGEROUS and principal.role is not Role.ADMIN:
         return "dangerous skills need signers with the admin role"
-    if principal.name == requested_by:
-        return "nobody approves their own request"
     if skill_class is SkillClass.DANGEROUS and principal.name == started_by:
         return "nobody signs a dangerous call of their own agent run"
     return None

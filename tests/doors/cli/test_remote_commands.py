@@ -187,6 +187,7 @@ def test_executions_logs_follow_survives_a_cut_stream(served: Served, tmp_path: 
         proxy.cut_after(b"first line")
         with served.script("executions", "logs", "-f", started["id"], url=proxy.url) as proc:
             assert proc.stdout is not None and proc.stderr is not None
+            assert proc.stderr.readline() == f"→ {proxy.url} (ONGRID_URL)\n"
             assert "reconnecting to" in proc.stderr.readline()
             gate.touch()
             out, err = proc.communicate(timeout=30)
@@ -199,6 +200,7 @@ def test_executions_logs_follow_survives_a_cut_stream(served: Served, tmp_path: 
 def test_watch_prints_requests_and_decisions_as_they_happen_until_ctrl_c(served: Served) -> None:
     with served.script("approvals", "watch", who="vera") as proc:
         assert proc.stdout is not None and proc.stderr is not None
+        assert proc.stderr.readline() == f"→ {served.url} (ONGRID_URL)\n"
         started = proc.stderr.readline()
         assert f"watching the approvals of {served.url}" in started
         assert "Ctrl-C to stop" in started
@@ -247,6 +249,7 @@ def test_watch_reconnects_and_prints_no_request_twice(served: Served) -> None:
         proxy.cut_after(b"event: ready")
         with served.script("approvals", "watch", url=proxy.url) as proc:
             assert proc.stdout is not None and proc.stderr is not None
+            assert proc.stderr.readline().startswith("→ ")  # the server it asks
             assert "watching" in proc.stderr.readline()
             assert "reconnecting to" in proc.stderr.readline()
             assert "reconnected" in proc.stderr.readline()
@@ -278,6 +281,7 @@ def test_watch_exits_2_saying_why_once_its_token_is_revoked(served: Served) -> N
     served.tokens["wanda"] = made.stdout.strip()
     with served.script("approvals", "watch", who="wanda") as proc:
         assert proc.stderr is not None
+        assert proc.stderr.readline().startswith("→ ")  # the server it asks
         assert "watching" in proc.stderr.readline()
         assert run_cli("token", "revoke", "wanda", ONGRID_DATA_DIR=data_dir).returncode == 0
         try:
@@ -296,6 +300,7 @@ def test_watch_keeps_trying_when_the_server_stops_and_ctrl_c_still_exits_0(tmp_p
     own = serve_for_cli(tmp_path, write_skills)
     with own.script("approvals", "watch", who="vera") as proc:
         assert proc.stderr is not None
+        assert proc.stderr.readline().startswith("→ ")  # the server it asks
         assert "watching" in proc.stderr.readline()
         stop(own.process)
         assert "reconnecting to" in proc.stderr.readline()

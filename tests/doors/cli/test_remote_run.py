@@ -91,7 +91,7 @@ def test_server_with_url_and_token_options(served: Served) -> None:
     result = served.cli("run", "echo", '{"keep": 1}', *options, who=None, url="http://nowhere:1")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout) == {"keep": 1}
-    assert result.stderr == "echo says hi\n"
+    assert result.stderr == f"→ {served.url} (--url)\necho says hi\n"
     assert last(served, "echo")["requested_by"] == "oscar"
 
 
@@ -126,6 +126,7 @@ def test_stderr_lines_and_progress_stream_before_the_call_ends(
     gate = tmp_path / "gate"
     with served.script("run", "talker", f"gate={gate}") as proc:
         assert proc.stderr is not None
+        assert proc.stderr.readline().startswith("→ ")  # where it went
         assert proc.stderr.readline() == "first line\n"
         assert proc.stderr.readline() == "[progress 1/2] half way\n"
         assert not gate.exists()
@@ -255,7 +256,8 @@ def test_wait_blocks_until_the_approval_lands_then_exits_with_the_calls_code(
 ) -> None:
     with served.script("run", "disk_clean", "--wait") as proc:
         assert proc.stderr is not None
-        seen = [proc.stderr.readline() for _ in range(4)]
+        seen = [proc.stderr.readline() for _ in range(5)]
+        assert seen.pop(0) == f"→ {served.url} (ONGRID_URL)\n"
         assert "waiting for the approval" in seen[-1], seen
         approval_id = last(served, "disk_clean")["approval_id"]
         assert approval_id in seen[0]
@@ -345,6 +347,7 @@ def test_a_stream_cut_mid_run_is_resumed_without_a_line_twice(
         proxy.cut_after(b"half way")  # the stream breaks just after the progress event
         with served.script("run", "talker", f"gate={gate}", url=proxy.url) as proc:
             assert proc.stderr is not None
+            assert proc.stderr.readline().startswith("→ ")  # where it went
             assert proc.stderr.readline() == "first line\n"
             assert proc.stderr.readline() == "[progress 1/2] half way\n"
             assert "reconnecting to" in proc.stderr.readline()
@@ -379,6 +382,7 @@ def test_ctrl_c_while_a_call_runs_exits_130_and_the_call_goes_on(
     gate = tmp_path / "gate"
     with served.script("run", "talker", f"gate={gate}") as proc:
         assert proc.stderr is not None
+        assert proc.stderr.readline().startswith("→ ")  # where it went
         assert proc.stderr.readline() == "first line\n"
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=30)

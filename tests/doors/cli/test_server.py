@@ -336,6 +336,7 @@ def test_no_token_or_no_server_exits_2_with_a_message(remote: Remote) -> None:
     unreachable = remote.cli("executions", "list", "--url", nowhere, "--token", "ogs_x")
     assert unreachable.exit_code == 2
     assert unreachable.stderr == (
+        f"→ {nowhere} (--url)\n"
         f"ongrid-skills: cannot reach {nowhere}: connection refused — is `ongrid-skills serve` "
         "running? set --url or ONGRID_URL\n"
     )

@@ -102,7 +102,7 @@ async def _chat(
 
     human = Principal(f"cli:{local_user()}", Role.OPERATOR)
     confirm = ask_at_terminal if sys.stdin.isatty() else None
-    async with open_manager(settings, loader_sink=obj.loader_line) as manager:
+    async with open_manager(settings, loader_sink=obj.loader_line, guest=True) as manager:
         obj.loaded(manager.registry)
         service = AgentService(manager)
         run_id: str | None = None

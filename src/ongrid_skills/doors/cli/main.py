@@ -10,18 +10,18 @@ like the Python API, or through a server's REST API (:mod:`ongrid_skills.doors.c
 
 from __future__ import annotations
 
-import json
 import logging
 import os
+import shlex
+import shutil
 import sys
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 
-from ongrid_skills import toolspec
 from ongrid_skills.doors.cli import args as cli_args
+from ongrid_skills.doors.cli import catalogue, completion, output, remote_run, target
 from ongrid_skills.doors.cli import chat as cli_agent
-from ongrid_skills.doors.cli import completion, output, remote_run
 from ongrid_skills.doors.cli import config_command as cli_config
 from ongrid_skills.doors.cli import credentials as cli_credentials
 from ongrid_skills.doors.cli import mcp as cli_mcp
@@ -32,13 +32,13 @@ from ongrid_skills.doors.cli import worker as cli_worker
 from ongrid_skills.doors.cli.context import Context
 from ongrid_skills.doors.cli.eventloop import run_until_done
 from ongrid_skills.doors.cli.exits import (
-    EXIT_DENIED,
     EXIT_FAILED,
     EXIT_USAGE,
     STATUS_EXIT,
 )
 from ongrid_skills.doors.cli.local_audit import LocalTrace
 from ongrid_skills.doors.cli.options import GlobalGroup, add_anywhere
+from ongrid_skills.doors.cli.refusal import fail
 from ongrid_skills.errors import (
     ApprovalRequired,
     CredentialMissing,
@@ -50,7 +50,6 @@ from ongrid_skills.errors import (
 )
 from ongrid_skills.execution.pipeline import execute
 from ongrid_skills.execution.records import Event
-from ongrid_skills.governance.gate import offered
 from ongrid_skills.governance.principal import local_user
 from ongrid_skills.settings import Settings
 from ongrid_skills.skills import lint as validate
@@ -58,27 +57,7 @@ from ongrid_skills.skills import scaffold
 from ongrid_skills.skills.registry import Registry
 from ongrid_skills.types import SkillClass
 
-#: Error codes → exit codes, for errors raised before anything runs.
-ERROR_EXIT = {
-    "invalid_args": EXIT_USAGE,
-    "invalid_request": EXIT_USAGE,
-    "invalid_config": EXIT_USAGE,
-    "invalid_manifest": EXIT_USAGE,
-    "not_found": EXIT_USAGE,
-    "denied": EXIT_DENIED,
-    "approval_required": EXIT_DENIED,
-    "credential_missing": EXIT_DENIED,
-}
-
 AUDIT = logging.getLogger("ongrid_skills.audit")
-
-
-def fail(exc: SkillError, *, as_json: bool = False) -> NoReturn:
-    """Report ``exc`` (also as JSON on stdout with ``as_json``) and exit with its code's status."""
-    if as_json:
-        click.echo(json.dumps({"error": exc.to_dict()}))
-    click.echo(f"ongrid-skills: {exc.message}", err=True)
-    sys.exit(ERROR_EXIT.get(exc.code, EXIT_FAILED))
 
 
 @click.group(cls=GlobalGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -101,74 +80,6 @@ def cli(ctx: click.Context, config: str | None, skills_dirs: tuple[str, ...]) ->
 
 
 add_anywhere(cli)
-
-
-@cli.command("list")
-@click.option("--json", "as_json", is_flag=True, help="Print the body of GET /v1/skills.")
-@output.output_option
-@click.option("--category", help="Only this category.")
-@click.option(
-    "--class",
-    "skill_class",
-    type=click.Choice([c.value for c in SkillClass]),
-    help="Only this class.",
-)
-@click.option(
-    "--persona", help="Only what this persona may run.", shell_complete=completion.persona_names
-)
-@click.pass_obj
-def list_cmd(
-    obj: Context,
-    as_json: bool,
-    output_format: str | None,
-    category: str | None,
-    skill_class: str | None,
-    persona: str | None,
-) -> None:
-    """List the skills found in the configured dirs."""
-    fmt = output.resolve(as_json, output_format)
-    registry = obj.registry()
-    try:
-        who = registry.persona(persona) if persona else None
-    except SkillError as exc:
-        fail(exc, as_json=fmt == "json")
-    items = registry.list(
-        category=category or None,
-        skill_class=SkillClass(skill_class) if skill_class else None,
-        keep=(lambda s: offered(s, who)) if who else None,
-    )
-    body = {"items": [s.summary() for s in items], "total": len(items)}
-    filtered = category or skill_class or persona
-    output.emit(
-        fmt,
-        data=body,
-        json_text=json.dumps(body, ensure_ascii=False),
-        table=lambda: output.skills_table(items),
-        empty="no skills match" if filtered else "no skills found (add a dir with -d DIR)",
-    )
-
-
-@cli.command()
-@click.argument("name", shell_complete=completion.skill_names)
-@click.option("--json", "as_json", is_flag=True, help="Print the SkillSummary as JSON.")
-@output.output_option
-@click.pass_obj
-def show(obj: Context, name: str, as_json: bool, output_format: str | None) -> None:
-    """Show one skill with its schema (NAME may be an alias: the name as written, pack:name)."""
-    fmt = output.resolve(as_json, output_format)
-    registry = obj.registry()
-    try:
-        skill = registry.resolve(name)
-    except SkillError as exc:
-        fail(exc, as_json=fmt == "json")
-    if fmt == "table":
-        output.print_skill(skill)
-        return
-    summary = skill.summary()
-    if fmt == "json":
-        click.echo(json.dumps(summary, ensure_ascii=False))
-    else:
-        click.echo(output.to_yaml(summary), nl=False)
 
 
 @cli.command()
@@ -199,7 +110,8 @@ def show(obj: Context, name: str, as_json: bool, output_format: str | None) -> N
     help="Print the result as the skill wrote it, also on a terminal (where it is "
     "pretty-printed otherwise); in a pipe it always is.",
 )
-@remote_run.options
+@remote_run.wait_option
+@target.options
 @click.pass_obj
 def run(
     obj: Context,
@@ -210,20 +122,15 @@ def run(
     dangerous: bool,
     as_json: bool,
     raw_result: bool,
-    server: bool,
-    url: str | None,
-    token: str | None,
     wait: bool,
-    local: bool,
 ) -> None:
     """Run a skill, here or on a server. The args: one JSON object, '-' (read from stdin), or
     KEY=VALUE pairs typed from the skill's schema (KEY:=JSON for a JSON value; repeat a key
-    for an array)."""
-    remote_url = remote_run.target(server, url, local)
-    if remote_url is not None:
+    for an array). Here, or on the server of ONGRID_URL (see --local, --server)."""
+    where = target.choose()
+    if where.url is not None:
         remote_run.run(
-            url=remote_url,
-            token=token,
+            target=where,
             name=name,
             words=words,
             persona=persona,
@@ -235,7 +142,10 @@ def run(
             stdin=sys.stdin,
         )
     if wait:
-        fail(InvalidRequest("--wait is for runs on a server (--server or --url)"), as_json=as_json)
+        fail(
+            InvalidRequest("--wait is for runs on a server (--server, --url or ONGRID_URL)"),
+            as_json=as_json,
+        )
     try:
         json_text, pairs = cli_args.split(words)
         args = cli_args.parse_json(sys.stdin.read() if json_text == "-" else json_text or "")
@@ -302,40 +212,6 @@ def _confirmation_hint(registry: Registry, name: str) -> str:
     return "pass --yes to confirm"
 
 
-@cli.command()
-@click.option(
-    "--persona",
-    default="default",
-    show_default=True,
-    help="Whose view.",
-    shell_complete=completion.persona_names,
-)
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(list(toolspec.FORMATS)),
-    default="openai",
-    show_default=True,
-    help="Whose tool format: OpenAI function tools, Anthropic tools or MCP tools.",
-)
-@click.option("-m", "--message", help="The user's message (activates keyword skills).")
-@click.pass_obj
-def tools(obj: Context, persona: str, fmt: str, message: str | None) -> None:
-    """Print the tool definitions the LLM would see, as JSON."""
-    registry = obj.registry()
-    try:
-        who = registry.persona(persona)
-    except SkillError as exc:
-        fail(exc)
-    click.echo(
-        json.dumps(
-            toolspec.export_all(toolspec.offered(registry, who, message), fmt),
-            indent=2,
-            ensure_ascii=False,
-        )
-    )
-
-
 @cli.command("validate")
 @click.argument("paths", nargs=-1, type=click.Path())
 @click.pass_obj
@@ -385,12 +261,24 @@ def new(name: str, lang: str, parent: str) -> None:
     except SkillError as exc:
         fail(exc)
     click.echo(folder)
-    click.echo(
-        f"try: ongrid-skills -d {os.path.dirname(folder)} run {name} - < {folder}/test-args.json",
-        err=True,
+    parent_dir, args_file = (
+        shlex.quote(os.path.dirname(folder)),
+        shlex.quote(f"{folder}/test-args.json"),
     )
+    click.echo(f"try: {command_name()} -d {parent_dir} run {name} - < {args_file}", err=True)
 
 
+def command_name() -> str:
+    """How a hint calls this command again: ``ongrid-skills`` when the shell finds this very
+    script by that name, else the path it was started by (``.venv/bin/ongrid-skills``)."""
+    started = sys.argv[0]
+    found = shutil.which("ongrid-skills")
+    if os.sep not in started or (found and os.path.samefile(found, started)):
+        return "ongrid-skills"
+    return shlex.quote(started)
+
+
+catalogue.register(cli)
 cli_server.register(cli)
 cli_mcp.register(cli)
 cli_agent.register(cli)

@@ -68,7 +68,7 @@ async def _serve(settings: Settings, persona: str | None, watch: bool, sink: Log
     from ongrid_skills.runtime import open_manager, reload_triggers  # noqa: PLC0415
 
     async with (
-        open_manager(settings, loader_sink=sink) as manager,
+        open_manager(settings, loader_sink=sink, guest=True) as manager,
         reload_triggers(manager, settings, watch_files=watch) as background,
     ):
         if persona:

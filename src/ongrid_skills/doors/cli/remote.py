@@ -79,13 +79,20 @@ class StreamLost(Exception):
 
 
 class Remote:
-    """One server, one token; the HTTP client closes with the command."""
+    """One server, one token; the HTTP client closes with the command.
 
-    def __init__(self, url: str, token: str | None) -> None:
+    Made, it says on stderr which server the command talks to (``→ URL (where it came
+    from)``, not under ``-q``), unless ``footnote`` is given: the caller announced it already
+    (:mod:`ongrid_skills.doors.cli.target`), and every error adds that footnote."""
+
+    def __init__(self, url: str, token: str | None, *, footnote: str | None = None) -> None:
         import httpx  # noqa: PLC0415 - lazy: the server stack is not loaded at start-up
 
+        self.footnote = footnote
+        if footnote is None:
+            announce(url)
         if not token:
-            fail("a token is needed: --token or ONGRID_TOKEN")
+            self.fail("a token is needed: --token or ONGRID_TOKEN")
         self.httpx = httpx
         self.url = url.rstrip("/")
         self.client = httpx.Client(
@@ -94,21 +101,31 @@ class Remote:
         # Closed with the command (also when it exits early), not left to the garbage collector.
         click.get_current_context().call_on_close(self.client.close)
 
+    def fail(self, message: str, code: int = 2) -> NoReturn:
+        """:func:`fail`, with the footnote of a command whose target was chosen for it."""
+        if self.footnote:
+            message = f"{message}\nongrid-skills: {self.footnote}"
+        fail(message, code)
+
     # ---- requests ------------------------------------------------------------------------
     def send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         """The answer, whatever its status; a server that cannot be reached exits 2."""
         try:
             return self.client.request(method, path, **kwargs)
         except self.httpx.HTTPError as exc:
-            fail(unreachable(self.url, exc))
+            self.fail(unreachable(self.url, exc))
 
     def call(self, method: str, path: str, **kwargs: Any) -> Any:
         """The JSON body of a successful answer; an error answer exits with its code."""
+        return self.call_text(method, path, **kwargs)[0]
+
+    def call_text(self, method: str, path: str, **kwargs: Any) -> tuple[Any, str]:
+        """The JSON body of a successful answer and its text as the server sent it."""
         response = self.send(method, path, **kwargs)
         if response.status_code >= 400:
             code, message = error_of(response)
-            fail(f"{code}: {message}", exit_code(response.status_code))
-        return response.json() if response.content else {}
+            self.fail(f"{code}: {message}", exit_code(response.status_code))
+        return (response.json() if response.content else {}), response.text
 
     # ---- streams -------------------------------------------------------------------------
     def follow(
@@ -138,9 +155,9 @@ class Remote:
                 reason = "the server closed the stream"
             except StreamLost as exc:
                 if not connected and exc.status is not None:
-                    fail(f"{self.url}: {exc}", exit_code(exc.status))
+                    self.fail(f"{self.url}: {exc}", exit_code(exc.status))
                 if not connected:
-                    fail(unreachable(self.url, exc))
+                    self.fail(unreachable(self.url, exc))
                 reason = str(exc)
             now = time.monotonic()
             if lost_since is None:
@@ -168,11 +185,11 @@ class Remote:
                         status = response.status_code
                         raise StreamLost(f"the server answered {status}", status)
                     code, message = error_of(response)
-                    fail(f"{code}: {message}", exit_code(response.status_code))
+                    self.fail(f"{code}: {message}", exit_code(response.status_code))
                 for event in parse_sse(response.iter_lines()):
                     if event.event == "error":  # the server's last word: no reconnecting
                         code, message = stream_error(event.data)
-                        fail(
+                        self.fail(
                             f"{code}: {message}", exit_code(401 if code == "unauthorized" else 500)
                         )
                     yield event
@@ -230,22 +247,39 @@ def _reason(exc: Exception) -> str:
     return str(exc) or type(exc).__name__
 
 
+def origin_of_url() -> str:
+    """Where the running command's ``--url`` came from, in words."""
+    from click.core import ParameterSource  # noqa: PLC0415 - only when a server is asked
+
+    context = click.get_current_context(silent=True)
+    source = context.get_parameter_source("url") if context is not None else None
+    if source is ParameterSource.DEFAULT:
+        return "the default URL"
+    if source is ParameterSource.ENVIRONMENT:
+        return "ONGRID_URL"
+    return "--url"
+
+
+def announce(url: str) -> None:
+    """``→ URL (ONGRID_URL)`` on stderr: which server the command talks to (not under -q)."""
+    context = click.get_current_context(silent=True)
+    obj = context.obj if context is not None else None
+    if getattr(obj, "quiet", False):
+        return
+    click.echo(f"→ {url} ({origin_of_url()})", err=True)
+
+
 def unreachable(url: str, exc: Exception) -> str:
     """``cannot reach URL: connection refused — is `ongrid-skills serve` running? …``: the URL
     asked, why (the OS's words, without the errno), where the URL came from, and what to do."""
-    from click.core import ParameterSource  # noqa: PLC0415 - only on this error path
-
     reason = _reason(exc)
     if reason.startswith("[Errno"):
         reason = reason.partition("] ")[2] or reason
     reason = reason[:1].lower() + reason[1:]
-    context = click.get_current_context(silent=True)
-    source = context.get_parameter_source("url") if context is not None else None
-    whence = ""
-    if source is ParameterSource.DEFAULT:
-        whence = " (the default URL)"
-    elif source is ParameterSource.ENVIRONMENT:
-        whence = " (from ONGRID_URL)"
+    origin = origin_of_url()
+    whence = {"ONGRID_URL": " (from ONGRID_URL)", "the default URL": " (the default URL)"}.get(
+        origin, ""
+    )
     return (
         f"cannot reach {url}{whence}: {reason} — is `ongrid-skills serve` running? "
         "set --url or ONGRID_URL"

@@ -5,9 +5,10 @@ Every command takes ``--url``/``--token`` (or ``ONGRID_URL``/``ONGRID_TOKEN``), 
 argument may be a unique prefix (:mod:`ongrid_skills.doors.cli.ids`). The lists print as the
 local ones do (:mod:`ongrid_skills.doors.cli.output`: tables, ``-o``, empty lists said on
 stderr), and so do the lines of ``approvals watch`` (coloured on a terminal, plain in a
-pipe). HTTP errors exit as :func:`ongrid_skills.doors.cli.remote.exit_code` says. These
-commands never open the data dir and never run a skill: ``run --server`` is
-:mod:`ongrid_skills.doors.cli.remote_run`.
+pipe). One request or one Execution (``show``, ``approve``, ``reject``, ``cancel``) is a
+key/value view on a terminal and the server's JSON with ``--json`` or in a pipe. HTTP errors
+exit as :func:`ongrid_skills.doors.cli.remote.exit_code` says. These commands never open the
+data dir and never run a skill: ``run --server`` is :mod:`ongrid_skills.doors.cli.remote_run`.
 """
 
 from __future__ import annotations
@@ -58,38 +59,54 @@ def approvals_list(
 
 @approvals.command("show")
 @click.argument("approval_id")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the JSON body (also what a pipe gets)."
+)
 @remote_options
-def approvals_show(approval_id: str, url: str, token: str | None) -> None:
-    """Print one request as JSON: the call, its signatures, where it stands."""
+def approvals_show(approval_id: str, as_json: bool, url: str, token: str | None) -> None:
+    """Show one request: the call, its signatures, where it stands (JSON in a pipe)."""
     remote = Remote(url, token)
     approval_id = resolve(remote, "approval", approval_id)
-    click.echo(json.dumps(remote.call("GET", f"/v1/approvals/{approval_id}")))
+    body = remote.call("GET", f"/v1/approvals/{approval_id}")
+    output.print_approval(body, json.dumps(body), as_json=as_json)
 
 
 @approvals.command("approve")
 @click.argument("approval_id")
 @click.option("--comment", help="Why: kept with the signature and in the audit chain.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the JSON body (also what a pipe gets)."
+)
 @remote_options
-def approvals_approve(approval_id: str, comment: str | None, url: str, token: str | None) -> None:
+def approvals_approve(
+    approval_id: str, comment: str | None, as_json: bool, url: str, token: str | None
+) -> None:
     """Sign a request (the last signature starts the call)."""
-    _decide("approve", approval_id, comment, url, token)
+    _decide("approve", approval_id, comment, as_json, Remote(url, token))
 
 
 @approvals.command("reject")
 @click.argument("approval_id")
 @click.option("--comment", help="Why: kept with the rejection and in the audit chain.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the JSON body (also what a pipe gets)."
+)
 @remote_options
-def approvals_reject(approval_id: str, comment: str | None, url: str, token: str | None) -> None:
+def approvals_reject(
+    approval_id: str, comment: str | None, as_json: bool, url: str, token: str | None
+) -> None:
     """Reject a request: it ends, and its call never runs."""
-    _decide("reject", approval_id, comment, url, token)
+    _decide("reject", approval_id, comment, as_json, Remote(url, token))
 
 
-def _decide(verb: str, approval_id: str, comment: str | None, url: str, token: str | None) -> None:
-    """POST ``approve`` or ``reject`` on the request ``approval_id`` names (a prefix resolved)."""
-    remote = Remote(url, token)
+def _decide(
+    verb: str, approval_id: str, comment: str | None, as_json: bool, remote: Remote
+) -> None:
+    """POST ``approve`` or ``reject`` on the request ``approval_id`` names (a prefix resolved);
+    print the request as it stands after."""
     approval_id = resolve(remote, "approval", approval_id)
     body = remote.call("POST", f"/v1/approvals/{approval_id}/{verb}", json={"comment": comment})
-    click.echo(json.dumps(body))
+    output.print_approval(body, json.dumps(body), as_json=as_json)
 
 
 @approvals.command("watch")
@@ -175,12 +192,16 @@ def executions_list(
 
 @executions.command("show")
 @click.argument("execution_id")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the JSON body (also what a pipe gets)."
+)
 @remote_options
-def executions_show(execution_id: str, url: str, token: str | None) -> None:
-    """Print one Execution as JSON."""
+def executions_show(execution_id: str, as_json: bool, url: str, token: str | None) -> None:
+    """Show one Execution: outcome, times, args and result (JSON in a pipe)."""
     remote = Remote(url, token)
     execution_id = resolve(remote, "execution", execution_id)
-    click.echo(json.dumps(remote.call("GET", f"/v1/executions/{execution_id}")))
+    body = remote.call("GET", f"/v1/executions/{execution_id}")
+    output.print_execution_record(body, json.dumps(body), as_json=as_json)
 
 
 @executions.command("logs")
@@ -222,12 +243,15 @@ def executions_logs(execution_id: str, follow: bool, url: str, token: str | None
 
 @executions.command("cancel")
 @click.argument("execution_id")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the JSON body (also what a pipe gets)."
+)
 @remote_options
-def executions_cancel(execution_id: str, url: str, token: str | None) -> None:
+def executions_cancel(execution_id: str, as_json: bool, url: str, token: str | None) -> None:
     """Cancel a running call (its process group is killed) or withdraw a pending request;
-    print the Execution as it ended."""
+    show the Execution as it ended (JSON in a pipe)."""
     remote = Remote(url, token)
     execution_id = resolve(remote, "execution", execution_id)
     body = remote.call("POST", f"/v1/executions/{execution_id}/cancel")
-    click.echo(json.dumps(body))
+    output.print_execution_record(body, json.dumps(body), as_json=as_json)
     click.echo(f"ongrid-skills: {execution_id} {body.get('status')}", err=True)

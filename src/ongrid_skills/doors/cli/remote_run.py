@@ -27,13 +27,13 @@ from ongrid_skills.doors.cli import args as cli_args
 from ongrid_skills.doors.cli import output
 from ongrid_skills.doors.cli.exits import EXIT_PENDING, EXIT_USAGE, status_exit
 from ongrid_skills.doors.cli.remote import (
-    DEFAULT_URL,
     Remote,
     StreamLost,
     error_of,
     exit_code,
     fail,
 )
+from ongrid_skills.doors.cli.target import Target
 from ongrid_skills.errors import InvalidRequest, SkillError
 
 #: The conventional exit status of a command stopped by Ctrl-C (the call goes on server-side).
@@ -41,40 +41,16 @@ EXIT_INTERRUPTED = 130
 _PREFIX = '{"result": '
 
 
-def options(func: Any) -> Any:
-    """The options of ``run`` that send it to a server."""
-    for option in reversed(
-        [
-            click.option(
-                "--server", is_flag=True, help="Run it on a server (--url, ONGRID_URL or default)."
-            ),
-            click.option("--url", envvar="ONGRID_URL", help="Run it on this server (ONGRID_URL)."),
-            click.option("--token", envvar="ONGRID_TOKEN", help="API token (or ONGRID_TOKEN)."),
-            click.option(
-                "--wait", is_flag=True, help="On a server: wait for an approval, then the end."
-            ),
-            click.option("--local", is_flag=True, help="Run it here even with ONGRID_URL set."),
-        ]
-    ):
-        func = option(func)
-    return func
-
-
-def target(server: bool, url: str | None, local: bool) -> str | None:
-    """The URL a run goes to (``--server``, ``--url`` or ``ONGRID_URL``), None for a local one."""
-    if local:
-        if server:
-            fail("--local and --server contradict each other")
-        return None
-    if url:
-        return url
-    return DEFAULT_URL if server else None
+def wait_option(func: Any) -> Any:
+    """``--wait``: on a server, follow a call through its approval to its end."""
+    return click.option(
+        "--wait", is_flag=True, help="On a server: wait for an approval, then the end."
+    )(func)
 
 
 def run(
     *,
-    url: str,
-    token: str | None,
+    target: Target,
     name: str,
     words: Sequence[str],
     persona: str | None,
@@ -94,7 +70,7 @@ def run(
             ),
             as_json,
         )
-    remote = Remote(url, token)
+    remote = Remote(str(target.url), target.token, footnote=target.footnote)
     skill_path = f"/v1/skills/{quote(name, safe='')}"
     try:
         json_text, pairs = cli_args.split(words)
@@ -115,7 +91,7 @@ def run(
         code, message = error_of(answer)
         if as_json:
             click.echo(answer.text)
-        fail(f"{code}: {message}", exit_code(answer.status_code))
+        remote.fail(f"{code}: {message}", exit_code(answer.status_code))
     execution = answer.json()
     try:
         if execution["status"] == "pending_approval":
@@ -131,7 +107,7 @@ def run(
     final = remote.send("GET", f"/v1/executions/{execution['id']}")
     if final.status_code >= 400:
         code, message = error_of(final)
-        fail(f"{code}: {message}", exit_code(final.status_code))
+        remote.fail(f"{code}: {message}", exit_code(final.status_code))
     _print_outcome(final.text, as_json, raw)
     sys.exit(status_exit(final.json()["status"]))
 

@@ -26,6 +26,11 @@ class Served:
     finished: dict[str, Any]
 
     @property
+    def arrow(self) -> str:
+        """What a command talking to the server says first, on stderr."""
+        return f"→ {self.server.url} (ONGRID_URL)"
+
+    @property
     def env(self) -> dict[str, str]:
         """For the data dir commands and, with ONGRID_URL/ONGRID_TOKEN, the remote ones."""
         return {
@@ -70,7 +75,8 @@ def same_data(served: Served, *command: str) -> None:
 def test_approvals_list_at_a_terminal_and_in_a_pipe(served: Served) -> None:
     screen = in_terminal("approvals", "list", env=served.env)
     assert screen.status == 0, screen.text
-    header, _rule, *rows = screen.text.splitlines()
+    arrow, header, _rule, *rows = screen.text.splitlines()
+    assert arrow == served.arrow
     assert header.split() == ["ID", "STATUS", "SKILL", "CLASS", "SIGNED", "REQUESTED", "BY", "ARGS"]
     [row] = [r for r in rows if served.pending["approval_id"] in r]
     assert row.split()[1:6] == ["pending", "disk_clean", "mutating", "0/1", "admin"]
@@ -78,18 +84,20 @@ def test_approvals_list_at_a_terminal_and_in_a_pipe(served: Served) -> None:
     same_data(served, "approvals", "list")
     none = piped("approvals", "list", "--status", "expired", env=served.env)
     assert none.returncode == 0
-    assert (none.stdout, none.stderr) == (b"", b"no expired approvals\n")
+    assert (none.stdout, none.stderr) == (b"", f"{served.arrow}\nno expired approvals\n".encode())
 
 
 def test_executions_list_at_a_terminal_and_in_a_pipe(served: Served) -> None:
     screen = in_terminal("executions", "list", "--skill", "echo", env=served.env)
     assert screen.status == 0, screen.text
-    header, _rule, row, *_ = screen.text.splitlines()
+    arrow, header, _rule, row, *_ = screen.text.splitlines()
+    assert arrow == served.arrow
     assert header.split() == ["ID", "CREATED", "STATUS", "SKILL", "REQUESTED", "BY"]
     assert row.split()[0] == served.finished["id"]
     same_data(served, "executions", "list")
     none = piped("executions", "list", "--skill", "no_such_skill", env=served.env)
-    assert (none.returncode, none.stdout, none.stderr) == (0, b"", b"no executions match\n")
+    expected = f"{served.arrow}\nno executions match\n".encode()
+    assert (none.returncode, none.stdout, none.stderr) == (0, b"", expected)
 
 
 def test_token_list_at_a_terminal_and_in_a_pipe(served: Served) -> None:

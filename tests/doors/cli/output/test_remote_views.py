@@ -63,11 +63,12 @@ def test_run_on_a_server_shows_a_live_bar_then_the_result_pretty(
 
 
 def test_run_on_a_server_with_raw_prints_the_skills_bytes_on_a_terminal(served: Served) -> None:
+    arrow = f"→ {served.url} (ONGRID_URL)"
     screen = in_terminal("run", "spaced", "--raw", env=served.environ("olga"))
     assert screen.status == 0, screen.text
-    assert screen.raw == SPACED + "\r\n"
+    assert screen.raw == f"{arrow}\r\n{SPACED}\r\n"
     pretty = in_terminal("run", "spaced", env=served.environ("olga"))
-    assert pretty.text == '{\n  "b": 1,\n  "a": [\n    1,\n    2\n  ]\n}\n'
+    assert pretty.text == arrow + '\n{\n  "b": 1,\n  "a": [\n    1,\n    2\n  ]\n}\n'
 
 
 def test_run_on_a_server_in_a_pipe_writes_plain_progress_lines_and_the_bytes(
@@ -79,6 +80,7 @@ def test_run_on_a_server_in_a_pipe_writes_plain_progress_lines_and_the_bytes(
     assert done.returncode == 0, done.stderr
     assert done.stdout == b'{"done": true, "n": [1, 2]}\n'
     assert done.stderr.decode().splitlines() == [
+        f"→ {served.url} (ONGRID_URL)",
         "[progress 1/2] half way",
         "a plain line [bold]not markup[/bold]",
         "[progress 2/2] all done",
@@ -111,3 +113,52 @@ def test_approvals_watch_stays_plain_without_colour(served: Served) -> None:
     screen = finish(child)
     assert screen.status == 0
     assert not COLOUR.search(screen.raw)
+
+
+def view(screen_text: str) -> dict[str, str]:
+    """The key/value lines of a record's view: key → the rest of its line."""
+    pairs = (line.split(None, 1) for line in screen_text.splitlines() if line[:1].isalpha())
+    return {pair[0]: pair[1].rstrip() if len(pair) > 1 else "" for pair in pairs}
+
+
+def test_approve_and_reject_at_a_terminal_show_the_request_and_scripts_keep_the_json(
+    served: Served,
+) -> None:
+    approved = served.execute("disk_clean", args={"path": "/var/tmp"})["approval_id"]
+    screen = in_terminal(
+        "approvals", "approve", approved[:8], "--comment", "ok", env=served.environ("admin")
+    )
+    assert screen.status == 0, screen.text
+    shown = view(screen.text)
+    assert shown["status"] == "approved" and shown["class"] == "mutating"
+    assert shown["signatures"] == "1 of 1" and shown["requested_by"] == "olga"
+    assert shown["signed"].startswith("approve by admin (admin) ") and shown["signed"].endswith(
+        ": ok"
+    )
+    assert '"path": "/var/tmp"' in screen.text  # the args, pretty-printed
+    assert COLOUR.search(screen.raw)  # the status and the class, as the lists colour them
+
+    rejected = served.execute("disk_clean")["approval_id"]
+    screen = in_terminal("approvals", "reject", rejected, env=served.environ("admin"))
+    assert screen.status == 0, screen.text
+    assert view(screen.text)["status"] == "rejected"
+    as_json = in_terminal("approvals", "show", rejected, "--json", env=served.environ("admin"))
+    body = json.loads(as_json.text.splitlines()[-1])
+    assert (body["id"], body["status"]) == (rejected, "rejected")
+    piped_show = piped("approvals", "show", rejected, env=served.environ("admin"))
+    assert json.loads(piped_show.stdout)["status"] == "rejected"  # a script's bytes: the JSON
+    assert piped_show.stdout.count(b"\n") == 1
+
+
+def test_executions_show_at_a_terminal_shows_the_outcome_times_args_and_result(
+    served: Served,
+) -> None:
+    execution = served.execute("spaced", wait=True)
+    screen = in_terminal("executions", "show", execution["id"], env=served.environ("olga"))
+    assert screen.status == 0, screen.text
+    shown = view(screen.text)
+    assert shown["status"] == "succeeded" and shown["skill"] == "spaced"
+    assert {"created_at", "finished_at", "duration"} <= shown.keys()
+    assert screen.text.endswith('result\n{\n  "b": 1,\n  "a": [\n    1,\n    2\n  ]\n}\n')
+    done = piped("executions", "show", execution["id"], "--json", env=served.environ("olga"))
+    assert json.loads(done.stdout)["result"] == {"b": 1, "a": [1, 2]}

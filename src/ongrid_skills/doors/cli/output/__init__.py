@@ -3,8 +3,9 @@
 ``terminal`` decides (a terminal or a pipe, NO_COLOR) and makes foreign text printable;
 ``tables`` holds the ``-o/--output table|json|yaml`` choice and the two table renderers;
 ``listings`` the columns of each list, the lines of ``approvals watch`` and the view of
-``show``; ``run_view`` the live progress of ``run`` (local or on a server) and its result. rich
-is imported only when a terminal is drawn on, never at import. Nothing in this package reads
+``show``; ``records`` the views of one approval request or one Execution of a server;
+``run_view`` the live progress of ``run`` (local or on a server) and its result. rich is
+imported only when a terminal is drawn on, never at import. Nothing in this package reads
 settings, the store or a server.
 """
 
@@ -18,6 +19,7 @@ from ongrid_skills.doors.cli.output.listings import (
     skills_table,
     tokens_table,
 )
+from ongrid_skills.doors.cli.output.records import print_approval, print_execution_record
 from ongrid_skills.doors.cli.output.run_view import (
     RunView,
     print_execution,
@@ -41,7 +43,9 @@ __all__ = [
     "emit",
     "executions_table",
     "output_option",
+    "print_approval",
     "print_execution",
+    "print_execution_record",
     "print_failure",
     "print_line",
     "print_result",

@@ -64,7 +64,8 @@ def _compact(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
-def skills_table(skills: Iterable[Skill]) -> Table:
+def skills_table(skills: Iterable[Mapping[str, Any]]) -> Table:
+    """Skills as SkillSummary bodies (``skill.summary()`` here, ``GET /v1/skills`` on a server)."""
     table = Table(
         [
             Column("NAME", key=True),
@@ -74,11 +75,19 @@ def skills_table(skills: Iterable[Skill]) -> Table:
         ]
     )
     for skill in skills:
-        description: Cell = one_line(skill.description, 80)
-        if not skill.available:
-            note = Styled(f"  [unavailable: {one_line(skill.unavailable_reason or '')}]", "red")
-            description = (one_line(skill.description, 80), note)
-        row: list[Cell] = [skill.name, badge(skill.skill_class.value), skill.category, description]
+        description: Cell = one_line(str(skill["description"]), 80)
+        if not skill.get("available", True):
+            reason = one_line(str(skill.get("unavailable_reason") or ""))
+            description = (
+                one_line(str(skill["description"]), 80),
+                Styled(f"  [unavailable: {reason}]", "red"),
+            )
+        row: list[Cell] = [
+            str(skill["name"]),
+            badge(str(skill["class"])),
+            str(skill["category"]),
+            description,
+        ]
         table.rows.append(row)
     return table
 
@@ -265,14 +274,46 @@ def skill_fields(skill: Skill) -> list[tuple[str, Cell]]:
     return fields
 
 
-def print_skill(skill: Skill) -> None:
-    """``show``: a key/value view and the schema, drawn on a terminal, plain in a pipe."""
-    fields = skill_fields(skill)
+def summary_fields(summary: Mapping[str, Any]) -> list[tuple[str, Cell]]:
+    """What ``show`` says about a server's skill, from its SkillSummary (``GET /v1/skills/{name}``:
+    no entry, folder or environment, which stay on the server)."""
+    fields: list[tuple[str, Cell]] = [
+        ("name", str(summary["name"])),
+        ("description", str(summary["description"])),
+        ("class", badge(str(summary["class"]))),
+    ]
+    fields += [(key, str(summary.get(key))) for key in ("category", "kind", "source")]
+    fields.append(("timeout_seconds", str(summary.get("timeout_seconds"))))
+    for slot in summary.get("credentials") or []:
+        fields.append(("credential", f"{slot.get('slot')} ({slot.get('label', '')})"))
+    if summary.get("when_to_use"):
+        fields.append(("when_to_use", str(summary["when_to_use"])))
+    if not summary.get("available", True):
+        fields.append(("unavailable", Styled(str(summary.get("unavailable_reason") or ""), "red")))
+    for key, value in sorted((summary.get("extra") or {}).items(), key=lambda kv: str(kv[0])):
+        if value is not None:
+            fields.append((str(key), _compact(value)))
+    return fields
+
+
+def print_skill(skill: Skill | Mapping[str, Any]) -> None:
+    """``show``: a key/value view and the schema, drawn on a terminal, plain in a pipe (a
+    Skill loaded here, or a server's SkillSummary)."""
+    if isinstance(skill, Skill):
+        print_fields(skill_fields(skill), [("schema", skill.schema)])
+    else:
+        print_fields(summary_fields(skill), [("schema", skill.get("schema"))])
+
+
+def print_fields(fields: list[tuple[str, Cell]], blocks: list[tuple[str, Any]]) -> None:
+    """A key/value view, then each block (a title and a JSON value, pretty-printed): drawn on a
+    terminal, plain aligned ``key: value`` lines in a pipe."""
     if not stdout_is_terminal():
         for key, value in fields:
             click.echo(f"{key + ':':<16} {cell_text(value)}")
-        click.echo("schema:")
-        click.echo(json.dumps(skill.schema, indent=2, ensure_ascii=False))
+        for title, value in blocks:
+            click.echo(f"{title}:")
+            click.echo(json.dumps(value, indent=2, ensure_ascii=False))
         return
     from rich.json import JSON  # noqa: PLC0415 - lazy: terminal only
     from rich.table import Table as Grid  # noqa: PLC0415
@@ -285,5 +326,6 @@ def print_skill(skill: Skill) -> None:
         grid.add_row(Text(key), rich_text(value))
     out = console()
     out.print(grid)
-    out.print(Text("schema", style="bold"))
-    out.print(JSON.from_data(skill.schema, indent=2, ensure_ascii=False))
+    for title, value in blocks:
+        out.print(Text(title, style="bold"))
+        out.print(JSON.from_data(value, indent=2, ensure_ascii=False))
