@@ -85,6 +85,8 @@ class ApprovalRow(Base):
     # The credentials the call will use, slot -> credential name (migration 0008); a request
     # is void once one of them is rebound.
     credentials: Mapped[Any] = mapped_column(JSON, nullable=True)
+    # What the card shows signers besides the args (migration 0011): install_skill's summary.
+    preview: Mapped[Any] = mapped_column(JSON, nullable=True)
 
 
 class SignatureRow(Base):
@@ -249,6 +251,8 @@ class PackVersionRow(Base):
     installed_at: Mapped[float] = mapped_column(Float)
     activated_at: Mapped[float | None] = mapped_column(Float)
     withdrawn_at: Mapped[float | None] = mapped_column(Float)
+    # What the version brings, as its install summarised it (migration 0011; None before).
+    summary: Mapped[Any] = mapped_column(JSON, nullable=True)
 
 
 class PackChangeRow(Base):
