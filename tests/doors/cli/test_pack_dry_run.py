@@ -47,10 +47,9 @@ def test_a_dry_run_prints_the_summary_and_leaves_the_data_dir_as_it_was(
     env: dict[str, str], tmp_path: Path
 ) -> None:
     data = Path(env["ONGRID_DATA_DIR"])
-    run(env, "ops-basics", "--json")  # the store and the packs folder exist from now on
-    before = tree(data)
 
-    shown = run(env, "ops-basics")
+    shown = run(env, "ops-basics")  # opens (makes) the store: the tree is compared from here
+    before = tree(data)
     as_json = run(env, "ops-basics", "--json")
 
     assert shown.returncode == 0, shown.stderr
