@@ -193,15 +193,22 @@ class Installer:
         self, candidate: Candidate, work: Path, *, allow_unsigned: bool = False
     ) -> Inspection:
         """What installing ``candidate`` would bring (its capability summary), by the very
-        checks of an install (safety, limits, signature and trust, contents), with nothing
-        changed: no lock, no record, no file outside ``work``."""
+        checks of an install (safety, limits, signature and trust, contents, names taken by
+        what is loaded now), with nothing changed: no lock, no record, no file outside
+        ``work``."""
         staged = stage(
             candidate.path, work, self.limits, signature=candidate.signature, name=candidate.name
         )
         try:
-            return self._inspect(staged, candidate, allow_unsigned)
+            seen = self._inspect(staged, candidate, allow_unsigned)
         finally:
             staged.discard()
+        manifest = staged.manifest
+        active = self.home.active().get(manifest.id)
+        own = next((r for r in self.records.versions(manifest.id) if r.version == active), None)
+        names = seen.contents.skill_names(), seen.contents.persona_names()
+        self._check_names(manifest.label, *names, own)
+        return seen
 
     def _inspect(
         self, staged: StagedPack, candidate: Candidate, allow_unsigned: bool

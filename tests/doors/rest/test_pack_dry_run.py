@@ -13,7 +13,7 @@ from ongrid_skills.settings import Settings
 from ongrid_skills.skills.packroots import active_versions
 from tests.support.packs import Entry, tar_gz, write_pack
 from tests.support.server import Server, make_settings
-from tests.support.skills import EXAMPLE_SKILLS, write_skill_md
+from tests.support.skills import EXAMPLE_SKILLS, write_skill, write_skill_md
 
 EXAMPLES = EXAMPLE_SKILLS.parent / "packs"
 INDEX = json.loads((EXAMPLES / "index.json").read_text())
@@ -24,6 +24,7 @@ OPS = INDEX["packs"][0]["versions"][0]
 def server_settings(tmp_path: Path, skills_root: Path) -> Settings:
     trusted = tmp_path / "trusted.keys"
     trusted.write_text((EXAMPLES / "TEST-KEY-DO-NOT-USE.pub").read_text())
+    write_skill(skills_root, "configured")
     return make_settings(
         tmp_path,
         skills_root,
@@ -129,3 +130,18 @@ def test_a_dry_run_of_a_pack_with_a_bad_manifest_answers_its_problems(
     assert error["code"] == "invalid_pack"
     assert "pack.json" in error["message"]
     assert server.call("GET", "/v1/packs").json()["items"] == []
+
+
+def test_a_dry_run_refuses_a_pack_whose_names_are_taken_as_an_install_would(
+    server: Server, tmp_path: Path
+) -> None:
+    folder = write_pack(tmp_path / "src", "clash", "1.0.0", skills=("configured",))
+    archive = build_archive(folder, tmp_path / "out").path
+    files = {"file": (archive.name, archive.read_bytes(), "application/gzip")}
+    data = {"dry_run": "true", "allow_unsigned": "true"}
+
+    answer = server.call("POST", "/v1/packs", files=files, data=data)
+
+    assert answer.status_code == 409, answer.text
+    assert answer.json()["error"]["code"] == "skill_collision"
+    assert "configured" in answer.json()["error"]["message"]
