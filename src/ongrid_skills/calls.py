@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection
 
-from ongrid_skills.builtins.base import Reach
+from ongrid_skills.builtins.base import Reach, ToolPorts
 from ongrid_skills.errors import Conflict, StorageFull
 from ongrid_skills.execution.grant import Grants
 from ongrid_skills.execution.pipeline import grant_for, run_skill
@@ -77,6 +77,7 @@ class Calls:
         clock: Callable[[], float],
         replica_id: str | None = None,
         grants: Grants | None = None,
+        ports: ToolPorts | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
@@ -92,6 +93,8 @@ class Calls:
         self.replica_id = replica_id
         #: Where a skill with credential slots gets them (the manager's credential store).
         self.grants = grants
+        #: What the manager lends built-ins (the pack service of install_skill).
+        self.ports = ports if ports is not None else ToolPorts()
         self.slots = asyncio.Semaphore(settings.max_concurrent_executions)
         self.running = 0
         self.waiting = 0
@@ -150,6 +153,7 @@ class Calls:
                 persona=launch.persona,
                 reach=launch.reach,
                 grant=grant,
+                ports=self.ports,
             )
         finally:
             if self.grants is not None:

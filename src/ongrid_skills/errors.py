@@ -107,6 +107,9 @@ EXECUTION_ERROR_CODES: dict[str, str] = {
     "or a command the operator configured); nothing ran",
     "call_not_yet_valid": "the host's clock is behind the manager's by more than the allowed "
     "skew; nothing ran",
+    "digest_mismatch": "install_skill: the pack fetched when the approved request ran is not "
+    "the one its signers were shown (another digest); nothing was installed (an install that "
+    "fails otherwise carries the pack error's own code: untrusted_pack, fetch_failed…)",
 }
 
 

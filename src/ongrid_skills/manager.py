@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 from ongrid_skills.approvals.desk import ApprovalDesk
-from ongrid_skills.builtins.base import Reach
+from ongrid_skills.builtins.base import Reach, ToolPorts, request_hook
 from ongrid_skills.calls import Calls
 from ongrid_skills.credentials.service import Credentials, open_credentials
 from ongrid_skills.errors import (
@@ -91,6 +91,8 @@ class Manager:
         self.credentials: Credentials = open_credentials(settings, store.credentials)
         #: The personas written at run time, merged into the registry (files win a name).
         self.personas = StoredPersonas(store.personas, lambda: self.holder.current)
+        #: What built-ins that act on this manager are lent (the runtime sets the pack service).
+        self.ports = ToolPorts()
         #: The admitted calls running in this process (slots, counters, outcomes).
         self.calls = Calls(
             settings,
@@ -104,6 +106,7 @@ class Manager:
             clock=lambda: self.clock(),  # noqa: PLW0108 - read at each use: a replaced clock is seen
             replica_id=self.replica_id,
             grants=self.credentials,
+            ports=self.ports,
         )
         self.desk = ApprovalDesk(
             store,
@@ -242,8 +245,25 @@ class Manager:
             self._refuse(execution, skill, Status.INVALID_ARGS, info)
             raise error
         if decision.action == "approve":
+            hook = request_hook(skill.builtin)  # install_skill: fetch, pin, summarise now
+            preview = None
+            if hook is not None:
+                try:
+                    prepared = await hook(self.ports, dict(args))
+                except SkillError as exc:
+                    self._audit_refusal(principal, name, persona, exc)
+                    raise
+                execution.args, preview = prepared.args, prepared.preview
             return self.desk.request(
-                execution, skill, who, principal, decision.signatures_required, confirm, key, digest
+                execution,
+                skill,
+                who,
+                principal,
+                decision.signatures_required,
+                confirm,
+                key,
+                digest,
+                preview=preview,
             )
         capacity = self.settings.max_concurrent_executions + self.settings.execution_queue_size
         if self.running + self.waiting >= capacity:

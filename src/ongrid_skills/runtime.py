@@ -12,12 +12,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import functools
 import logging
 import os
 import signal
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ongrid_skills.errors import Conflict
 from ongrid_skills.settings import Settings
@@ -168,6 +169,7 @@ async def open_manager(
     metrics = Metrics()
     metrics.loaded(holder.current)
     manager = Manager(settings, own_store, holder, runner=runner, metrics=metrics)
+    manager.ports.packs = ManagerPacks(manager)  # install_skill's pack service
     lock = DataDirLock(settings)
     notifier = None
     fleet = None
@@ -238,6 +240,42 @@ def open_packs(
     timeout = float(settings.pack_fetch_timeout_seconds)
     fetch = FetchPolicy(stream_cap(limits), timeout, settings.pack_allow_http)
     return Packs(installer, SourcePolicy(fetch, timeout), settings.pack_indexes)
+
+
+class ManagerPacks:
+    """The pack service lent to ``install_skill`` (``builtins.base.PackPort``): the packs of the
+    manager's data dir with the rules of ``POST /v1/packs`` (remote sources and index ids, no
+    path of the server, a remote pack signed by a trusted key), and the registry reloaded
+    after a change so that the next turn of an agent is offered its skills."""
+
+    #: How long an install waits for another pack change before its Conflict.
+    LOCK_WAIT_SECONDS = 30.0
+
+    def __init__(self, manager: Manager) -> None:
+        self.manager = manager
+
+    def _packs(self) -> Packs:
+        manager = self.manager
+        return open_packs(
+            manager.settings,
+            manager.store,
+            lambda: manager.registry,
+            lock_wait=self.LOCK_WAIT_SECONDS,
+        )
+
+    async def inspect(self, source: str) -> dict[str, Any]:
+        packs = await asyncio.to_thread(self._packs)
+        seen = await asyncio.to_thread(packs.inspect, source, local=False)
+        return seen.summary
+
+    async def install(self, source: str, actor: str, digest: str, why: str) -> dict[str, Any]:
+        packs = await asyncio.to_thread(self._packs)
+        outcome = await asyncio.to_thread(
+            functools.partial(packs.install, source, actor, local=False, digest=digest, pinned=why)
+        )
+        if outcome.action != "unchanged":
+            await sync_packs(self.manager, actor)
+        return outcome.to_dict()
 
 
 async def sync_packs(manager: Manager, actor: str) -> bool:

@@ -84,7 +84,8 @@ def test_the_bundled_catalogue_brings_read_skill_and_search_skills() -> None:
         assert skill.activation == "always"
         assert skill.schema == signature_schema(fn)
         assert skill.available
-    assert [s.name for s in internal_skills()] == ["read_skill", "read_skill_file", "search_skills"]
+    names = [s.name for s in internal_skills()]
+    assert names == ["read_skill", "read_skill_file", "search_skills", "install_skill"]
     assert BUNDLED_SKILLS_DIR.endswith("bundled")
 
 

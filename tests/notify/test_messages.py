@@ -198,3 +198,22 @@ def test_hostile_sizes_stay_within_slacks_limits() -> None:
     assert len(section["fields"]) <= 10
     assert all(len(f["text"]) <= 2000 for f in section["fields"])
     assert len(section["text"]["text"]) <= 3000
+
+
+def test_an_install_skill_request_names_its_pack_signer_and_skills() -> None:
+    pack = {
+        "id": "ops-basics",
+        "version": "1.0.0",
+        "digest": "sha256:" + "c" * 64,
+        "signer": {"key": "SHA256:abc", "trust": "trusted", "trusted": True},
+        "skills": [{"name": "host_info", "class": "safe"}],
+        "personas": [{"name": "oncall", "permission_mode": "read-only"}],
+    }
+    found = approval(skill="install_skill", preview={"pack": pack})
+
+    body = message(ApprovalEvent("requested", found, "olga"), PUBLIC)
+
+    assert fields(body)["Pack"] == (
+        f"ops-basics@1.0.0 sha256:{'c' * 64}, signer SHA256:abc (trusted); "
+        "skills: host_info (safe); personas: oncall (read-only)"
+    )

@@ -6,12 +6,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import closing
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import create_engine, inspect
 
 from ongrid_skills.packs.records import Change, InstalledVersion, Provenance
-from ongrid_skills.store import Store, open_store
+from ongrid_skills.store import Store, connection, open_store
+from ongrid_skills.store.connection import MIGRATIONS
 from ongrid_skills.store.packs import PackRepo
 
 FOLDER = Provenance("/srv/ops", None, "unsigned")
@@ -84,3 +89,31 @@ def test_an_aborted_install_leaves_the_kept_files_provenance_as_it_was(store: St
     assert (row.source, row.trust, row.installed_by) == (FOLDER.source, "unsigned", "cli:ada")
     assert (row.installed_at, row.withdrawn_at) == (100.0, 200.0)
     assert packs.pending() == []
+
+
+def test_the_summary_is_kept_with_the_version_and_migration_0011_goes_down_and_up(
+    tmp_path: Path, database_url: str | None
+) -> None:
+    data = tmp_path / "data"
+    summary = {"id": "ops", "skills": [{"name": "probe", "class": "safe"}], "warnings": []}
+    with closing(open_store(str(data), database_url)) as store:
+        packs = store.packs("home-1")
+        first = Change("install", "ops", None, "1.0.0", "cli:ada", 100.0, {}, FOLDER)
+        packs.begin(first, replace(version(100.0), summary=summary))
+        packs.commit(first, keep=("1.0.0",))
+        assert packs.versions("ops")[0].summary == summary
+    engine = create_engine(connection.database_url(str(data), database_url))
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    try:
+        with engine.begin() as conn:
+            cfg.attributes["connection"] = conn
+            command.downgrade(cfg, "0010")
+            columns = {c["name"] for c in inspect(conn).get_columns("pack_versions")}
+            assert "summary" not in columns
+            assert "preview" not in {c["name"] for c in inspect(conn).get_columns("approvals")}
+    finally:
+        engine.dispose()
+    with closing(open_store(str(data), database_url)) as store:  # migrates up again
+        (row,) = store.packs("home-1").versions("ops")
+        assert (row.version, row.summary) == ("1.0.0", None)

@@ -23,9 +23,9 @@ the registry finds built-ins by name (:mod:`ongrid_skills.skills.impls`), never 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from ongrid_skills.builtins.failures import BuiltinFailure, ForbiddenPath, ForbiddenTarget
 from ongrid_skills.builtins.reach import Reach
@@ -40,10 +40,59 @@ __all__ = [
     "Emit",
     "ForbiddenPath",
     "ForbiddenTarget",
+    "PackPort",
+    "PrepareRequest",
+    "Prepared",
     "Reach",
+    "ToolPorts",
+    "request_hook",
 ]
 
 Emit = Callable[[str, dict[str, Any]], None]
+
+
+class PackPort(Protocol):
+    """The pack service as ``install_skill`` sees it (the runtime implements it on a served
+    manager, with the sources, signature rules and limits of ``pack install``): built-ins
+    never import the packs library. Both raise the pack errors (``ongrid_skills.errors``)."""
+
+    async def inspect(self, source: str) -> dict[str, Any]:
+        """Fetch and check ``source``; its capability summary (``packs/summary.py``)."""
+        ...
+
+    async def install(self, source: str, actor: str, digest: str, why: str) -> dict[str, Any]:
+        """Install ``source`` if it still has ``digest`` (``why``: what pinned it), make its
+        skills offered (the registry reloaded), and answer what changed."""
+        ...
+
+
+@dataclass(slots=True)
+class ToolPorts:
+    """What a manager lends the built-ins that act on it (set by the runtime; None: absent,
+    as in a local ``ongrid-skills run``)."""
+
+    packs: PackPort | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A request made ready for its signers by a built-in's request hook: the args the request
+    freezes (the caller's, with what the hook pinned) and what its card shows (``preview``)."""
+
+    args: dict[str, Any]
+    preview: dict[str, Any]
+
+
+#: A built-in's request hook: (the manager's ports, the caller's args) → :class:`Prepared`, or
+#: a typed error that refuses the request. Run when the call needs approval, before the request
+#: is recorded; set on the function as its ``prepare_request`` attribute.
+PrepareRequest = Callable[[ToolPorts, dict[str, Any]], Awaitable[Prepared]]
+
+
+def request_hook(fn: Any) -> PrepareRequest | None:
+    """The request hook of the built-in ``fn`` (see :data:`PrepareRequest`), if it has one."""
+    hook = getattr(fn, "prepare_request", None)
+    return cast(PrepareRequest, hook) if callable(hook) else None
 
 
 class Catalogue(Protocol):
@@ -74,6 +123,8 @@ class BuiltinContext:
     persona: Persona | None = None  # the persona the call runs as, if any
     permits: Callable[[Skill], bool] = field(default=lambda _skill: True)
     reach: Reach = field(default_factory=Reach)
+    ports: ToolPorts = field(default_factory=ToolPorts)  # what the manager lends built-ins
+    caller: str | None = None  # who asked for the call (its execution's requester)
 
     def log(self, line: str) -> None:
         """Add one ``stderr`` line to the call's timeline (and its stderr tail)."""

@@ -13,13 +13,14 @@ import asyncio
 import re
 import shutil
 from pathlib import Path
+from typing import Any
 
 from starlette.datastructures import UploadFile
 
 from ongrid_skills.manager import Manager
 from ongrid_skills.packs.files import Limits
 from ongrid_skills.packs.install import Outcome
-from ongrid_skills.packs.service import Packs
+from ongrid_skills.packs.service import Packs, dry_run_view
 from ongrid_skills.packs.unpack import stream_cap
 from ongrid_skills.runtime import open_packs, sync_packs
 from ongrid_skills.settings import Settings
@@ -82,6 +83,28 @@ async def install_upload(
             signature=sig_path,
             allow_unsigned=allow_unsigned,
         )
+
+
+async def inspect_upload(
+    packs: Packs, archive: UploadFile, signature: UploadFile | None, *, allow_unsigned: bool
+) -> dict[str, Any]:
+    """A dry run of an uploaded archive (see :func:`install_upload`): what it would bring."""
+    with packs.work() as work:
+        target = work / "upload"
+        await asyncio.to_thread(_save, archive, target)
+        sig_path = None
+        if signature is not None:
+            sig_path = work / "upload.sig"
+            await asyncio.to_thread(_save, signature, sig_path)
+        seen = await asyncio.to_thread(
+            packs.inspect_file,
+            target,
+            work,
+            shown=shown_name(archive.filename),
+            signature=sig_path,
+            allow_unsigned=allow_unsigned,
+        )
+        return dry_run_view(seen, packs.home.active().get(seen.summary["id"]))
 
 
 def _save(upload: UploadFile, target: Path) -> None:

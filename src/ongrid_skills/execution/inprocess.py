@@ -23,7 +23,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from ongrid_skills.builtins.base import BuiltinContext, BuiltinFailure, Reach
+from ongrid_skills.builtins.base import BuiltinContext, BuiltinFailure, Reach, ToolPorts
 from ongrid_skills.execution.records import ErrorInfo, Event, EventSink, Status
 from ongrid_skills.execution.runner import RunOutcome
 from ongrid_skills.execution.stderr import TAIL_BYTES
@@ -48,9 +48,12 @@ async def run_builtin(
     persona: Persona | None = None,
     config: Mapping[str, str] | None = None,
     reach: Reach | None = None,
+    ports: ToolPorts | None = None,
+    caller: str | None = None,
 ) -> RunOutcome:
     """Call ``skill.builtin`` with ``args`` and return the outcome a child process would give;
-    ``reach`` (default: the strict defaults) bounds what it may read and connect to."""
+    ``reach`` (default: the strict defaults) bounds what it may read and connect to; ``ports``
+    is what the manager lends built-ins, ``caller`` who asked for the call."""
     tail: list[str] = []
     tail_size = 0
     ended = False
@@ -87,6 +90,8 @@ async def run_builtin(
         persona=persona,
         permits=(lambda s: persona_permits(persona, s)) if persona is not None else _any_skill,
         reach=reach if reach is not None else Reach(),
+        ports=ports if ports is not None else ToolPorts(),
+        caller=caller,
     )
     started_wall = time.time()
     started = time.monotonic()

@@ -15,7 +15,7 @@ import time
 from functools import lru_cache
 from typing import Any
 
-from ongrid_skills.builtins.base import Reach
+from ongrid_skills.builtins.base import Reach, ToolPorts
 from ongrid_skills.errors import (
     ApprovalRequired,
     CredentialMissing,
@@ -168,6 +168,7 @@ async def run_skill(
     persona: Persona | None = None,
     reach: Reach | None = None,
     grant: Grant | None = None,
+    ports: ToolPorts | None = None,
 ) -> None:
     """Run an already-gated call and fill ``execution`` in place; ``grant``: the credentials
     the call is given (env entries, their directory, the masker of their values)."""
@@ -181,7 +182,14 @@ async def run_skill(
     emit(Event("status", {"status": "running", "skill": skill.name}))
     if skill.builtin is not None:
         outcome = await run_builtin(
-            skill, execution.args, emit, registry=registry, persona=persona, reach=reach
+            skill,
+            execution.args,
+            emit,
+            registry=registry,
+            persona=persona,
+            reach=reach,
+            ports=ports,
+            caller=execution.requested_by,
         )
         apply_outcome(execution, outcome)
         emit(Event("status", {"status": execution.status.value}))

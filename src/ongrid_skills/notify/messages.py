@@ -29,6 +29,8 @@ from ongrid_skills.store.approvals import Review
 #: At most this many characters of the args preview and of a comment or reason.
 PREVIEW_CHARS = 200
 NOTE_CHARS = 300
+#: At most this many characters of the pack line of an install_skill request.
+PACK_CHARS = 800
 
 _TITLES = {
     "requested": "Approval requested",
@@ -78,6 +80,9 @@ def message(event: ApprovalEvent, public_url: str) -> dict[str, Any]:
         fields.append(("Reviewer", _mrkdwn(review_line(approval.review))))
     preview, digest = args_preview(approval.args), args_digest(approval.args)[:16]
     fields.append(("Args", f"`{_code(preview)}`\nsha256 {digest}"))
+    pack = (approval.preview or {}).get("pack")
+    if isinstance(pack, dict):  # install_skill: what the pack brings, as checked at request time
+        fields.append(("Pack", _mrkdwn(pack_line(pack))))
     if event.note:
         label = _NOTE_LABELS.get(event.kind, "Reason")
         fields.append((label, _mrkdwn(_cut(" ".join(event.note.split()), NOTE_CHARS))))
@@ -101,6 +106,21 @@ def review_line(review: Review) -> str:
         head = f"{review.persona}: {review.note or 'no opinion'}"
     opinion = " ".join(redact(review.opinion or "").split())
     return _cut(f"{head}: {opinion}" if opinion else head, NOTE_CHARS)
+
+
+def pack_line(pack: dict[str, Any]) -> str:
+    """One line of an install_skill request's pack: id@version, signer, what it brings."""
+    signer = pack.get("signer") or {}
+    trust = f"{signer.get('key')} ({signer.get('trust')})" if signer.get("key") else "unsigned"
+    skills = ", ".join(f"{s.get('name')} ({s.get('class')})" for s in pack.get("skills") or [])
+    personas = ", ".join(
+        f"{p.get('name')} ({p.get('permission_mode')})" for p in pack.get("personas") or []
+    )
+    line = f"{pack.get('id')}@{pack.get('version')} {pack.get('digest')}, signer {trust}"
+    line += f"; skills: {skills or 'none'}"
+    if personas:
+        line += f"; personas: {personas}"
+    return _cut(line, PACK_CHARS)
 
 
 def args_preview(args: Any) -> str:

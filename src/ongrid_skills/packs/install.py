@@ -52,6 +52,7 @@ from ongrid_skills.packs.keys import TrustedKeys
 from ongrid_skills.packs.manifest import version_key
 from ongrid_skills.packs.records import Change, InstalledVersion, PackRecords, Provenance
 from ongrid_skills.packs.source import StagedPack, stage
+from ongrid_skills.packs.summary import capability_summary
 from ongrid_skills.packs.trust import Trust, Verification, judge
 from ongrid_skills.skills.registry import Registry
 
@@ -85,6 +86,7 @@ class Candidate:
     signer: str | None = None  # an index's signer: the signature must be this key's
     via: str | None = None  # the index it was resolved through
     newest_only: bool = False  # an unpinned pack id: never replaces a newer active version
+    pinned: str | None = None  # what bound ``digest`` when no index did (an approval request)
 
 
 def older_than_active(pack_id: str, offered: str, active: str) -> str | None:
@@ -98,6 +100,17 @@ def older_than_active(pack_id: str, offered: str, active: str) -> str | None:
         f"stale mirror, or an index that is not what it was?): nothing changed; install "
         f"{pack_id}@{offered} to go back to it on purpose"
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Inspection:
+    """A staged pack judged as an install would judge it: the verdict on its signature, its
+    contents, its capability summary (:mod:`.summary`) and the warnings an install would print."""
+
+    verdict: Verification
+    contents: PackContents
+    summary: dict[str, Any]
+    warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,9 +189,30 @@ class Installer:
             finally:
                 staged.discard()
 
-    def _install(
-        self, staged: StagedPack, candidate: Candidate, actor: str, allow_unsigned: bool
-    ) -> Outcome:
+    def inspect(
+        self, candidate: Candidate, work: Path, *, allow_unsigned: bool = False
+    ) -> Inspection:
+        """What installing ``candidate`` would bring (its capability summary), by the very
+        checks of an install (safety, limits, signature and trust, contents, names taken by
+        what is loaded now), with nothing changed: no lock, no record, no file outside
+        ``work``."""
+        staged = stage(
+            candidate.path, work, self.limits, signature=candidate.signature, name=candidate.name
+        )
+        try:
+            seen = self._inspect(staged, candidate, allow_unsigned)
+        finally:
+            staged.discard()
+        manifest = staged.manifest
+        active = self.home.active().get(manifest.id)
+        own = next((r for r in self.records.versions(manifest.id) if r.version == active), None)
+        names = seen.contents.skill_names(), seen.contents.persona_names()
+        self._check_names(manifest.label, *names, own)
+        return seen
+
+    def _inspect(
+        self, staged: StagedPack, candidate: Candidate, allow_unsigned: bool
+    ) -> Inspection:
         manifest = staged.manifest
         verdict = judge(
             staged.digest,
@@ -191,6 +225,15 @@ class Installer:
         contents = inspect_pack(staged.detected, config=self.config)
         contents.raise_for_errors(manifest.label)
         warnings += [p.format() for p in contents.warnings]
+        summary = capability_summary(staged, verdict, contents, candidate.source)
+        return Inspection(verdict, contents, summary, tuple(warnings))
+
+    def _install(
+        self, staged: StagedPack, candidate: Candidate, actor: str, allow_unsigned: bool
+    ) -> Outcome:
+        manifest = staged.manifest
+        seen = self._inspect(staged, candidate, allow_unsigned)
+        verdict, contents, warnings = seen.verdict, seen.contents, list(seen.warnings)
         pack_id, version = manifest.id, manifest.version
         active = self.home.active().get(pack_id)
         if candidate.newest_only and active is not None:
@@ -237,6 +280,7 @@ class Installer:
             keep_seconds=self._keep(contents),
             installed_by=actor,
             installed_at=now,
+            summary=seen.summary,
         )
         details = {"via": candidate.via} if candidate.via else {}
         provenance = Provenance(record.source, record.signer, record.trust)
@@ -261,6 +305,12 @@ class Installer:
         self, verdict: Verification, candidate: Candidate, allow_unsigned: bool
     ) -> list[str]:
         if candidate.digest is not None and verdict.digest != candidate.digest:
+            if candidate.pinned is not None:
+                raise DigestMismatch(
+                    f"{candidate.source} changed since {candidate.pinned}: it was "
+                    f"{candidate.digest}, it is now {verdict.digest}; not installed (ask again "
+                    "to review the new contents)"
+                )
             raise DigestMismatch(
                 f"the index names {candidate.digest}, but what was fetched from "
                 f"{candidate.source} is {verdict.digest}: not installed"

@@ -59,6 +59,8 @@ class InstalledVersion:
     installed_at: float
     activated_at: float | None = None
     withdrawn_at: float | None = None
+    #: What the version brings, as the install saw it (.summary; None: installed before 0011).
+    summary: dict[str, Any] | None = None
 
     @property
     def label(self) -> str:
@@ -80,6 +82,7 @@ class InstalledVersion:
             "installed_by": self.installed_by,
             "installed_at": iso(self.installed_at),
             "activated_at": iso(self.activated_at),
+            "summary": self.summary,
         }
 
 

@@ -17,10 +17,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ongrid_skills.errors import Conflict, NotFound
+from ongrid_skills.errors import Conflict, DigestMismatch, NotFound
 from ongrid_skills.packs.home import remove_tree
 from ongrid_skills.packs.index import Catalog, load_catalog
-from ongrid_skills.packs.install import Candidate, Installer, Outcome, older_than_active
+from ongrid_skills.packs.install import (
+    Candidate,
+    Inspection,
+    Installer,
+    Outcome,
+    older_than_active,
+)
 from ongrid_skills.packs.manifest import version_key
 from ongrid_skills.packs.records import InstalledVersion, iso
 from ongrid_skills.packs.sources import (
@@ -55,27 +61,65 @@ class Packs:
             remove_tree(path)
 
     def install(
-        self, source: str, actor: str, *, allow_unsigned: bool = False, local: bool = True
+        self,
+        source: str,
+        actor: str,
+        *,
+        allow_unsigned: bool = False,
+        local: bool = True,
+        digest: str | None = None,
+        pinned: str = "the request",
     ) -> Outcome:
         """Install ``source`` (a folder, an archive, a URL, a git source, ``ID[@VERSION]``).
 
         An unpinned ``ID`` never goes back: when the indexes offer only a version older than
-        the active one, Conflict, before anything is fetched (``upgrade``'s rule)."""
+        the active one, Conflict, before anything is fetched (``upgrade``'s rule). ``digest``:
+        what the pack must be (DigestMismatch naming ``pinned`` otherwise): the digest an
+        approved ``install_skill`` request was signed for."""
+        with self.work() as work:
+            candidate = self._candidate(source, work, local, digest, pinned)
+            return self.installer.install(candidate, actor, work, allow_unsigned=allow_unsigned)
+
+    def inspect(
+        self, source: str, *, allow_unsigned: bool = False, local: bool = True
+    ) -> Inspection:
+        """What installing ``source`` would bring (its capability summary), judged by every
+        check of an install; nothing changes (the dry run, and an install_skill request)."""
+        with self.work() as work:
+            candidate = self._candidate(source, work, local, None, "")
+            return self.installer.inspect(candidate, work, allow_unsigned=allow_unsigned)
+
+    def dry_run(
+        self, source: str, *, allow_unsigned: bool = False, local: bool = True
+    ) -> dict[str, Any]:
+        """:meth:`inspect` as the doors answer it (see :func:`dry_run_view`)."""
+        seen = self.inspect(source, allow_unsigned=allow_unsigned, local=local)
+        return dry_run_view(seen, self.home.active().get(seen.summary["id"]))
+
+    def _candidate(
+        self, source: str, work: Path, local: bool, digest: str | None, pinned: str
+    ) -> Candidate:
         policy = SourcePolicy(self.policy.fetch, self.policy.git_timeout, local=local)
         ref = pack_ref(source, policy)
-        with self.work() as work:
-            if ref is None:
-                candidate = fetch_source(source.strip(), work, policy)
-            else:
-                entry = resolve(ref, self.catalog())
-                unpinned = ref.version is None
-                if unpinned:
-                    active = self.home.active().get(entry.pack_id)
-                    older = active and older_than_active(entry.pack_id, entry.version, active)
-                    if older:
-                        raise Conflict(older)
-                candidate = replace(from_index(entry, work, policy), newest_only=unpinned)
-            return self.installer.install(candidate, actor, work, allow_unsigned=allow_unsigned)
+        if ref is None:
+            candidate = fetch_source(source.strip(), work, policy)
+        else:
+            entry = resolve(ref, self.catalog())
+            unpinned = ref.version is None
+            if unpinned:
+                active = self.home.active().get(entry.pack_id)
+                older = active and older_than_active(entry.pack_id, entry.version, active)
+                if older:
+                    raise Conflict(older)
+            candidate = replace(from_index(entry, work, policy), newest_only=unpinned)
+        if digest is None:
+            return candidate
+        if candidate.digest is not None and candidate.digest != digest:
+            raise DigestMismatch(
+                f"{source} changed since {pinned}: the index named {digest}, it now names "
+                f"{candidate.digest}; not installed (ask again to review the new contents)"
+            )
+        return replace(candidate, digest=digest, pinned=pinned)
 
     def install_file(
         self,
@@ -88,9 +132,21 @@ class Packs:
         allow_unsigned: bool = False,
     ) -> Outcome:
         """Install an uploaded archive (already written under ``work``): a remote source."""
-        name = shown.rsplit("/", 1)[-1]
-        candidate = Candidate(archive, f"upload:{name}", True, signature, name=name or None)
+        candidate = _uploaded(archive, shown, signature)
         return self.installer.install(candidate, actor, work, allow_unsigned=allow_unsigned)
+
+    def inspect_file(
+        self,
+        archive: Path,
+        work: Path,
+        *,
+        shown: str,
+        signature: Path | None = None,
+        allow_unsigned: bool = False,
+    ) -> Inspection:
+        """What installing an uploaded archive would bring; nothing changes."""
+        candidate = _uploaded(archive, shown, signature)
+        return self.installer.inspect(candidate, work, allow_unsigned=allow_unsigned)
 
     def upgrade(self, pack_id: str, actor: str, *, allow_unsigned: bool = False) -> Outcome:
         """Install the newest version the indexes offer, when it is newer than the active one."""
@@ -205,6 +261,23 @@ class Packs:
             if version_key(newest.version) > version_key(version):
                 items.append({"id": pack_id, "installed": version, "newest": newest.version})
         return {"items": items, "problems": catalog.problems}
+
+
+def _uploaded(archive: Path, shown: str, signature: Path | None) -> Candidate:
+    name = shown.rsplit("/", 1)[-1]
+    return Candidate(archive, f"upload:{name}", True, signature, name=name or None)
+
+
+def dry_run_view(inspection: Inspection, active: str | None) -> dict[str, Any]:
+    """A dry run's answer: what the pack brings and the version of it active here now."""
+    return {
+        "dry_run": True,
+        "id": inspection.summary["id"],
+        "version": inspection.summary["version"],
+        "installed": active,
+        "summary": inspection.summary,
+        "warnings": list(inspection.warnings),
+    }
 
 
 def _state(row: InstalledVersion, active: str, previous: InstalledVersion | None) -> str:

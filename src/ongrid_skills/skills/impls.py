@@ -24,7 +24,7 @@ from importlib.metadata import entry_points
 from typing import Any
 
 #: Modules of ongrid_skills.builtins that provide functions, by impl prefix.
-MODULES = ("net", "http", "dns", "files", "procs", "journal", "prom", "catalogue")
+MODULES = ("net", "http", "dns", "files", "procs", "journal", "prom", "catalogue", "packtools")
 
 #: Go-style names of the original implementation → our names.
 ALIASES = {

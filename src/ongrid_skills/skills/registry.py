@@ -197,10 +197,21 @@ CATALOGUE_TOOLS = frozenset({"read_skill", "read_skill_file", "search_skills"})
 BUNDLED_SKILLS_DIR = bundled_dir()
 
 
+#: The in-process tools every registry with the bundled catalogue offers: impl, class,
+#: category, timeout. ``install_skill`` is dangerous (two admin signers; docs/agent.md) and
+#: may fetch a pack: it has the time of a download and a clone.
+INTERNAL_TOOLS = (
+    ("catalogue.read_skill", SkillClass.SAFE, "catalogue", DEFAULT_TIMEOUT_SECONDS),
+    ("catalogue.read_skill_file", SkillClass.SAFE, "catalogue", DEFAULT_TIMEOUT_SECONDS),
+    ("catalogue.search_skills", SkillClass.SAFE, "catalogue", DEFAULT_TIMEOUT_SECONDS),
+    ("packtools.install_skill", SkillClass.DANGEROUS, "packs", 900),
+)
+
+
 def internal_skills() -> list[Skill]:
-    """The catalogue tools every registry with the bundled catalogue offers."""
+    """The internal tools (:data:`INTERNAL_TOOLS`): the catalogue tools and ``install_skill``."""
     out = []
-    for impl in ("catalogue.read_skill", "catalogue.read_skill_file", "catalogue.search_skills"):
+    for impl, skill_class, category, timeout in INTERNAL_TOOLS:
         fn, why = resolve(impl)
         assert fn is not None, why  # shipped with the package: resolving it cannot fail
         doc = (fn.__doc__ or "").strip().splitlines()[0]
@@ -208,13 +219,15 @@ def internal_skills() -> list[Skill]:
             Skill(
                 name=fn.__name__,
                 description=doc,
-                category="catalogue",
+                skill_class=skill_class,
+                category=category,
                 kind="native",
                 source="builtin",
                 schema=signature_schema(fn),
+                timeout_seconds=timeout,
                 builtin=fn,
                 origin="builtin",
-                activation="always",
+                activation="always" if category == "catalogue" else None,
             )
         )
     return out

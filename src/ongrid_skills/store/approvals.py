@@ -118,6 +118,7 @@ class Approval:
     requested_role: str | None = None  # the requester's role when they asked
     credentials: dict[str, str] | None = None  # slot -> credential name the call will use
     review: Review | None = None  # the reviewer's opinion, when a reviewer is configured
+    preview: dict[str, Any] | None = None  # what the card shows besides the args (0011)
 
     @property
     def approvals(self) -> list[Signature]:
@@ -145,6 +146,7 @@ class Approval:
             "decided_at": iso(self.decided_at),
             **({"credentials": self.credentials} if self.credentials else {}),
             **({"review": self.review.to_dict()} if self.review else {}),
+            **({"preview": self.preview} if self.preview else {}),
         }
 
 
@@ -173,6 +175,7 @@ class ApprovalRepo:
                 expires_at=approval.expires_at,
                 decided_at=approval.decided_at,
                 credentials=approval.credentials,
+                preview=approval.preview,
             )
         )
 
@@ -324,4 +327,5 @@ def _from_row(row: Any) -> Approval:
         requested_role=row["requested_role"],
         credentials=row["credentials"],
         review=Review.of(row["review"]),
+        preview=row["preview"],
     )

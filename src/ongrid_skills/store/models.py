@@ -89,6 +89,8 @@ class ApprovalRow(Base):
     # (claimed by one manager), done or failed; ``review`` holds the opinion or the failure.
     review_status: Mapped[str | None] = mapped_column(String(16), nullable=True)
     review: Mapped[Any] = mapped_column(JSON, nullable=True)
+    # What the card shows signers besides the args (migration 0011): install_skill's summary.
+    preview: Mapped[Any] = mapped_column(JSON, nullable=True)
 
 
 class SignatureRow(Base):
@@ -258,6 +260,8 @@ class PackVersionRow(Base):
     installed_at: Mapped[float] = mapped_column(Float)
     activated_at: Mapped[float | None] = mapped_column(Float)
     withdrawn_at: Mapped[float | None] = mapped_column(Float)
+    # What the version brings, as its install summarised it (migration 0011; None before).
+    summary: Mapped[Any] = mapped_column(JSON, nullable=True)
 
 
 class PackChangeRow(Base):

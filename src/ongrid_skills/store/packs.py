@@ -6,8 +6,9 @@ apart the packs each has on its disk). A change is written in two transactions a
 switch of the pack's link (``begin``, then ``commit`` or ``abort``); the audit entry is in the
 second, with the state it describes. A version's row says where its active files came from as
 of the last install that made them active: the pending change carries that install's source,
-signer and trust (migration 0007), and the commit writes them with its actor and time. This
-module never touches a pack's files.
+signer and trust (migration 0007), and the commit writes them with its actor and time; it
+also keeps the capability summary the install computed (migration 0011). This module never
+touches a pack's files.
 """
 
 from __future__ import annotations
@@ -172,6 +173,7 @@ def _row(version: InstalledVersion) -> dict[str, Any]:
         "installed_at": version.installed_at,
         "activated_at": version.activated_at,
         "withdrawn_at": version.withdrawn_at,
+        "summary": version.summary,
     }
 
 
@@ -199,4 +201,5 @@ def _version(row: Any) -> InstalledVersion:
         installed_at=row["installed_at"],
         activated_at=row["activated_at"],
         withdrawn_at=row["withdrawn_at"],
+        summary=row["summary"],
     )

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -90,6 +90,20 @@ def _report(outcome: Outcome, as_json: bool) -> None:
         click.echo(f"signer {signer}")
 
 
+def _report_dry_run(view: dict[str, Any], as_json: bool) -> None:
+    from ongrid_skills.packs.summary import summary_lines  # noqa: PLC0415 - lazy, as above
+
+    for warning in view["warnings"]:
+        click.echo(warning, err=True)
+    if as_json:
+        click.echo(json.dumps(view, indent=2))
+        return
+    for line in summary_lines(view["summary"]):
+        click.echo(line)
+    here = f"{view['id']} {view['installed']} is active" if view["installed"] else "not installed"
+    click.echo(f"dry run: nothing changed ({here})")
+
+
 def _run(ctx: click.Context, as_json: bool, work: Callable[[Packs], T]) -> T:
     store, packs = _open(ctx)
     try:
@@ -111,9 +125,17 @@ _UNSIGNED = click.option(
 @click.command()
 @click.argument("source")
 @_UNSIGNED
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Fetch and check SOURCE and show what it brings (its capability summary); install "
+    "nothing.",
+)
 @_JSON
 @click.pass_context
-def install(ctx: click.Context, source: str, allow_unsigned: bool, as_json: bool) -> None:
+def install(
+    ctx: click.Context, source: str, allow_unsigned: bool, dry_run: bool, as_json: bool
+) -> None:
     """Install SOURCE and make it the active version of its pack.
 
     SOURCE is a pack folder or a .tar.gz/.zip archive (a path must look like one: ./ops,
@@ -121,8 +143,13 @@ def install(ctx: click.Context, source: str, allow_unsigned: bool, as_json: bool
     (git+URL, URL.git, git@host:path, each with an optional @REF), or a pack id ID or
     ID@VERSION of the marketplace indexes (ONGRID_PACK_INDEXES): any other word is an id. A
     remote pack must be signed by a key of ONGRID_TRUSTED_PACK_KEYS unless --allow-unsigned;
-    an unpinned ID never installs a version older than the active one.
+    an unpinned ID never installs a version older than the active one. --dry-run runs every
+    check of an install and prints what the pack brings, changing nothing.
     """
+    if dry_run:
+        view = _run(ctx, as_json, lambda p: p.dry_run(source, allow_unsigned=allow_unsigned))
+        _report_dry_run(view, as_json)
+        return
     outcome = _run(
         ctx, as_json, lambda p: p.install(source, _actor(), allow_unsigned=allow_unsigned)
     )

@@ -4,7 +4,8 @@
 - ``GET /v1/packs/available?q=`` — what the marketplace indexes offer;
 - ``POST /v1/packs`` — install: ``multipart/form-data`` with the archive (``file``), an
   optional ``signature`` file and ``allow_unsigned``, or JSON ``{"source", "allow_unsigned"}``
-  (a URL, a git URL or a pack id: a path of the server is its CLI's to install);
+  (a URL, a git URL or a pack id: a path of the server is its CLI's to install); with
+  ``dry_run`` (either form), the capability summary of what it would bring, nothing changed;
 - ``DELETE /v1/packs/{id}``, ``POST /v1/packs/{id}/rollback``, ``POST /v1/packs/{id}/upgrade``.
 
 A change answers once the registry holds it (the reload is audited as the caller, and MCP
@@ -26,7 +27,13 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 from starlette.datastructures import UploadFile
 
 from ongrid_skills import strict_json
-from ongrid_skills.doors.pack_changes import ACTIVATING, install_upload, packs_of, settle
+from ongrid_skills.doors.pack_changes import (
+    ACTIVATING,
+    inspect_upload,
+    install_upload,
+    packs_of,
+    settle,
+)
 from ongrid_skills.doors.rest.auth import request_principal
 from ongrid_skills.doors.rest.errors import responses
 from ongrid_skills.errors import InvalidRequest
@@ -67,6 +74,11 @@ class SourceBody(BaseModel):
     allow_unsigned: StrictBool = Field(
         default=False, description="Install it even when not signed by a trusted key."
     )
+    dry_run: StrictBool = Field(
+        default=False,
+        description="Fetch and check it, and answer what it brings (its capability summary); "
+        "install nothing.",
+    )
 
 
 class UpgradeBody(BaseModel):
@@ -88,6 +100,7 @@ _INSTALL_BODY = {
                         "file": {"type": "string", "format": "binary"},
                         "signature": {"type": "string", "format": "binary"},
                         "allow_unsigned": {"type": "boolean"},
+                        "dry_run": {"type": "boolean"},
                     },
                 }
             },
@@ -137,13 +150,22 @@ async def show_pack(admin: Admin, pack_id: str) -> dict[str, Any]:
 )
 async def install_pack(request: Request, admin: Admin) -> JSONResponse:
     """Install a pack (an upload or a source) and make it the active version: 201 with what
-    changed, 200 when that version was already active."""
+    changed, 200 when that version was already active. With ``dry_run``: 200 with what it
+    would bring (its capability summary), and nothing changed."""
     caller, manager, packs = admin
     kind = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     if kind == "multipart/form-data":
-        outcome = await _upload(request, caller, packs)
+        uploaded = await _upload(request, caller, packs)
+        if isinstance(uploaded, JSONResponse):  # a dry run
+            return uploaded
+        outcome = uploaded
     elif kind == "application/json":
         body = _source_body(await request.body())
+        if body.dry_run:
+            view = await asyncio.to_thread(
+                packs.dry_run, body.source, allow_unsigned=body.allow_unsigned, local=False
+            )
+            return JSONResponse(view)
         outcome = await asyncio.to_thread(
             packs.install,
             body.source,
@@ -166,7 +188,7 @@ def _source_body(raw: bytes) -> SourceBody:
         raise InvalidRequest(f"invalid request body: {exc}") from None
 
 
-async def _upload(request: Request, caller: Principal, packs: Packs) -> Outcome:
+async def _upload(request: Request, caller: Principal, packs: Packs) -> Outcome | JSONResponse:
     form = await request.form(max_files=2, max_fields=4)
     try:
         upload = form.get("file")
@@ -175,12 +197,16 @@ async def _upload(request: Request, caller: Principal, packs: Packs) -> Outcome:
             raise InvalidRequest("multipart field 'file' (the pack archive) is required")
         if signature is not None and not isinstance(signature, UploadFile):
             raise InvalidRequest("multipart field 'signature' must be a file")
-        flag = form.get("allow_unsigned", "false")
-        if flag not in ("true", "false"):
-            raise InvalidRequest("allow_unsigned must be true or false")
-        return await install_upload(
-            packs, caller.name, upload, signature, allow_unsigned=flag == "true"
-        )
+        flags = {}
+        for name in ("allow_unsigned", "dry_run"):
+            flags[name] = form.get(name, "false")
+            if flags[name] not in ("true", "false"):
+                raise InvalidRequest(f"{name} must be true or false")
+        allow = flags["allow_unsigned"] == "true"
+        if flags["dry_run"] == "true":
+            view = await inspect_upload(packs, upload, signature, allow_unsigned=allow)
+            return JSONResponse(view)
+        return await install_upload(packs, caller.name, upload, signature, allow_unsigned=allow)
     finally:
         await form.close()
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ongrid_skills.doors.cli.output.listings import approval_event
 from tests.support.skills import MakeSkill
 from tests.support.terminal import COLOUR, in_terminal, piped
 
@@ -147,3 +148,28 @@ def test_a_manifests_control_characters_never_reach_the_screen(
         screen = in_terminal("-q", *args, env=env)
         assert "\x1b[2J" not in screen.raw and "\x1b]0;owned" not in screen.raw
         assert "calm \\x1b[2J" in screen.text
+
+
+def test_an_install_skill_request_is_watched_with_its_pack_signer_and_skills() -> None:
+    pack = {
+        "id": "ops-basics",
+        "version": "1.0.0",
+        "signer": {"key": "SHA256:abc", "trust": "trusted"},
+        "skills": [{"name": "host_info", "class": "safe"}],
+    }
+    request = {
+        "id": "a1",
+        "skill": "install_skill",
+        "class": "dangerous",
+        "signatures_collected": 0,
+        "signatures_required": 2,
+        "requested_by": "agent:r1",
+        "args": {"source": "ops-basics", "digest": "sha256:" + "c" * 64},
+        "preview": {"pack": pack},
+    }
+
+    line = "".join(str(part) for part in approval_event("requested", request))
+
+    assert line.endswith(
+        "  pack=ops-basics@1.0.0 signer=SHA256:abc (trusted) skills: host_info (safe)"
+    )

@@ -173,6 +173,9 @@ def approvals_table(items: Iterable[Mapping[str, Any]]) -> Table:
         by = a["requested_by"] or "-"
         names = ", ".join(f"{slot}={name}" for slot, name in (a.get("credentials") or {}).items())
         skill = f"{a['skill']} [{names}]" if names else a["skill"]  # credential names, no value
+        pack = (a.get("preview") or {}).get("pack")
+        if isinstance(pack, dict):  # install_skill: which pack, and whose signature it bears
+            args = one_line(f"{pack_note(pack)} {args}", 240)
         cells: list[Cell] = [a["id"], status(a["status"]), skill, badge(a["class"]), signed, by]
         table.rows.append([*cells, *([review(a)] if reviewed else []), args])
     return table
@@ -187,6 +190,17 @@ def review(a: Mapping[str, Any]) -> str:
     if r.get("decision"):
         return f"{r['decision']}{'*' if r.get('counted') else ''}"
     return str(r.get("status") or "-")
+
+
+def pack_note(pack: Mapping[str, Any]) -> str:
+    """An install_skill request's pack in one line: id@version, signer and trust, skills."""
+    signer = pack.get("signer") or {}
+    key = f"{signer.get('key')} ({signer.get('trust')})" if signer.get("key") else "unsigned"
+    skills = ", ".join(f"{s.get('name')} ({s.get('class')})" for s in pack.get("skills") or [])
+    return one_line(
+        f"pack={pack.get('id')}@{pack.get('version')} signer={key} skills: {skills or 'none'}",
+        240,
+    )
 
 
 def executions_table(items: Iterable[Mapping[str, Any]]) -> Table:
@@ -221,6 +235,9 @@ def approval_event(kind: str, a: Mapping[str, Any]) -> tuple[str | Styled, ...]:
     signers = [s["principal"] for s in a.get("signatures", []) if s.get("decision") == "approve"]
     if kind == "requested":
         line.append(f"  args={_compact(a['args'])}")
+        pack = (a.get("preview") or {}).get("pack")
+        if isinstance(pack, dict):  # install_skill: the pack the signers would install
+            line.append(f"  {pack_note(pack)}")
     elif kind == "reviewed" and a.get("review"):
         r = a["review"]
         said = r.get("decision") or r.get("note") or r.get("status")

@@ -2,7 +2,7 @@
 of a skill (the catalogue table's last-run column).
 
 Revision ID: 0012
-Revises: 0009
+Revises: 0011
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0012"
-down_revision = "0010"
+down_revision = "0011"
 branch_labels = None
 depends_on = None
 

@@ -1,7 +1,7 @@
 """Delegated agent runs: the run (and its tool call) that started a child run, and its depth.
 
 Revision ID: 0013
-Revises: 0009
+Revises: 0012
 """
 
 from __future__ import annotations
