@@ -54,10 +54,10 @@ def test_a_dry_run_prints_the_summary_and_leaves_the_data_dir_as_it_was(
 
     assert shown.returncode == 0, shown.stderr
     lines = shown.stdout.splitlines()
-    assert lines[0].startswith("pack ops-basics@1.0.0: Read-only first look")
+    assert lines[0].startswith(f"pack ops-basics@{OPS['version']}: Read-only first look")
     assert f"digest {OPS['digest']}" in lines
     assert f"signer {OPS['signer']} (trusted)" in lines
-    assert any(line.split() == ["host_info", "safe", "manager", "subprocess"] for line in lines)
+    assert any(line.split() == ["listening_sockets", "safe", "manager", "subprocess"] for line in lines)
     assert any(line.split() == ["oncall", "read-only"] for line in lines)
     assert lines[-1] == "dry run: nothing changed (not installed)"
     assert as_json.returncode == 0, as_json.stderr
@@ -65,10 +65,9 @@ def test_a_dry_run_prints_the_summary_and_leaves_the_data_dir_as_it_was(
     assert body["dry_run"] is True
     assert body["summary"]["digest"] == OPS["digest"]
     assert sorted(s["name"] for s in body["summary"]["skills"]) == [
-        "host_info",
         "host_triage",
-        "log_grep",
-        "port_check",
+        "listening_sockets",
+        "mount_report",
     ]
     assert tree(data) == before
     assert active_versions(str(data)) == {}
