@@ -22,6 +22,7 @@ from ongrid_skills.paths import is_within
 from ongrid_skills.skills.aliases import PackNames
 from ongrid_skills.skills.bundle import is_skill_file
 from ongrid_skills.skills.model import Skill
+from ongrid_skills.skills.notices import Notice
 from ongrid_skills.skills.persona import Persona, load_persona
 from ongrid_skills.skills.skill_json import Location, build_skill, read_manifest
 from ongrid_skills.skills.skill_md import load_skill_md
@@ -76,13 +77,39 @@ class Skipped:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class LoaderWarning:
+    """One warning of a load (``GET /v1/loader`` lists them): its stable ``code``
+    (:mod:`~ongrid_skills.skills.notices`), the file, the message and the loader line. The file
+    loaded (or was knowingly left out): a warning is never an error."""
+
+    code: str
+    path: str
+    message: str
+    log_line: str
+    name: str | None = None
+    key: str | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "code": self.code,
+            "path": self.path,
+            "name": self.name,
+            "key": self.key,
+            "message": self.message,
+            "log_line": self.log_line,
+        }
+
+
 @dataclass(slots=True)
 class LoadReport:
-    """What a load found: log lines (without the prefix), errors, what it skipped, counts."""
+    """What a load found: log lines (without the prefix), errors, warnings, what it skipped,
+    counts."""
 
     lines: list[str] = field(default_factory=list)
     errors: list[ManifestError] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
+    warnings: list[LoaderWarning] = field(default_factory=list)
     registered: int = 0
     duplicates: int = 0
     skipped_dirs: int = 0
@@ -233,6 +260,14 @@ class Walker:
             Skipped(self.what, err.kind, err.path, err.message, line, name, err)
         )
 
+    def warn(self, notice: Notice, path: str, name: str | None = None) -> None:
+        """Log a warning about ``path`` (``warning PATH: message``) and keep it, with its code."""
+        self.log(f"warning {path}: {notice.message}")
+        line = PREFIX + self.report.lines[-1]
+        self.report.warnings.append(
+            LoaderWarning(notice.code, path, notice.message, line, name, notice.key)
+        )
+
     def duplicate(self, name: str | None, path: str, reason: str, message: str) -> None:
         """Log a file not loaded because another one came first (a name already taken, a
         second skill file in a folder), and keep it in the report: not an error."""
@@ -358,8 +393,8 @@ def load_native(
                 err.path = shown
                 walker.refuse(err)
                 continue
-            for _key, message in doc.warnings:
-                walker.log(f"warning {shown}: {message}")
+            for notice in doc.warnings:
+                walker.warn(notice, shown, doc.name)
             for skill in doc.skills:
                 if skill.name in skills:
                     report.duplicates += 1

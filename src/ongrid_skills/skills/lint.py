@@ -49,6 +49,8 @@ class Finding:
     #: What kind of finding, for callers that weigh some differently (a pack refuses a
     #: duplicate name the loader would merely skip): "duplicate", "persona" or "".
     rule: str = ""
+    #: The loader warning's stable code (skills/notices.py), when the finding is one.
+    code: str = ""
 
     def format(self) -> str:
         return f"{self.path}:{self.line}:{self.column}: {self.severity}: {self.message}"
@@ -229,7 +231,10 @@ def _validate_skill_md(
             line = key_line(_text(real), err.field)
         return [Finding(shown, line, err.column, "error", err.message)]
     text = _text(real)
-    out = [Finding(shown, key_line(text, key), 1, "warning", msg) for key, msg in doc.warnings]
+    out = [
+        Finding(shown, key_line(text, n.key), 1, "warning", n.message, code=n.code)
+        for n in doc.warnings
+    ]
     for skill in doc.skills:
         if not skill.available:
             out.append(
