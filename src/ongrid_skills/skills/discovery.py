@@ -15,12 +15,13 @@ import os
 import re
 import stat
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ongrid_skills.errors import ManifestError
 from ongrid_skills.paths import is_within
 from ongrid_skills.skills.aliases import PackNames
 from ongrid_skills.skills.bundle import is_skill_file
+from ongrid_skills.skills.load_report import LoaderWarning, LoadReport, Skipped
 from ongrid_skills.skills.model import Skill
 from ongrid_skills.skills.notices import Notice
 from ongrid_skills.skills.persona import Persona, load_persona
@@ -45,91 +46,6 @@ def _escape_control(match: re.Match[str]) -> str:
 def default_sink(line: str) -> None:
     """Send a loader line to the ``ongrid_skills.loader`` logger at INFO."""
     LOG.info(line)
-
-
-@dataclass(frozen=True, slots=True)
-class Skipped:
-    """One file or folder a load skipped, and why (``GET /v1/loader`` lists them).
-
-    ``what`` is ``skill.json``, ``SKILL.md``, ``persona`` or ``dir``; ``kind`` is ``parse`` or
-    ``build`` (a refused file: ``error`` holds it), ``duplicate`` (a name already taken: not an
-    error) or ``dir``; ``log_line`` is the loader line that reported it."""
-
-    what: str
-    kind: str
-    path: str
-    reason: str
-    log_line: str
-    name: str | None = None
-    error: ManifestError | None = None
-
-    def to_dict(self) -> dict[str, object]:
-        err = self.error
-        return {
-            "what": self.what,
-            "kind": self.kind,
-            "path": self.path,
-            "name": self.name,
-            "reason": self.reason,
-            "line": err.line if err is not None else None,
-            "column": err.column if err is not None else None,
-            "log_line": self.log_line,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class LoaderWarning:
-    """One warning of a load (``GET /v1/loader`` lists them): its stable ``code``
-    (:mod:`~ongrid_skills.skills.notices`), the file, the message and the loader line. The file
-    loaded (or was knowingly left out): a warning is never an error."""
-
-    code: str
-    path: str
-    message: str
-    log_line: str
-    name: str | None = None
-    key: str | None = None
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "code": self.code,
-            "path": self.path,
-            "name": self.name,
-            "key": self.key,
-            "message": self.message,
-            "log_line": self.log_line,
-        }
-
-
-@dataclass(slots=True)
-class LoadReport:
-    """What a load found: log lines (without the prefix), errors, warnings, what it skipped,
-    counts."""
-
-    lines: list[str] = field(default_factory=list)
-    errors: list[ManifestError] = field(default_factory=list)
-    skipped: list[Skipped] = field(default_factory=list)
-    warnings: list[LoaderWarning] = field(default_factory=list)
-    registered: int = 0
-    duplicates: int = 0
-    skipped_dirs: int = 0
-
-    def failure(self, name: str, what: tuple[str, ...] = ("skill.json", "SKILL.md")) -> str | None:
-        """Why a file that would have given ``name`` was refused, if one was: a file whose
-        declared name is ``name``, else one in a folder named after it (a file that could not
-        be parsed has no name). None when no refused file matches."""
-        by_folder = None
-        for item in self.skipped:
-            if item.error is None or item.what not in what:
-                continue
-            if item.name == name:
-                return f"{item.reason} (in {item.path})"
-            stem = os.path.basename(os.path.dirname(item.path))
-            if item.what == "persona":
-                stem = os.path.splitext(os.path.basename(item.path))[0]
-            if by_folder is None and stem.lower().replace("-", "_") == name:
-                by_folder = f"{item.reason} (in {item.path})"
-        return by_folder
 
 
 @dataclass(frozen=True, slots=True)
@@ -329,11 +245,12 @@ def load_personas(
     report: LoadReport,
     sink: LogSink | None = None,
 ) -> int:
-    """Load persona files (``*.md``) under ``dirs``; the first of a name wins."""
+    """Load persona files (``*.md``) under ``dirs``; the first of a name wins. A folder's
+    ``README.md`` (or ``CHANGELOG.md``, any letter case) is its documentation: skipped."""
     walker = Walker(sink, report, "persona")
     count = 0
     for root in walker.roots(dirs):
-        for shown, real in walker.files(root, lambda name: name.endswith(".md")):
+        for shown, real in walker.files(root, is_persona_file):
             try:
                 persona = load_persona(real)
             except ManifestError as err:
@@ -411,6 +328,13 @@ def load_native(
 
 
 _TAKEN = '"{}" is already registered (the first one found wins)'
+#: Markdown files of a persona folder that document it and are never personas.
+NOT_PERSONAS = frozenset({"readme.md", "changelog.md"})
+
+
+def is_persona_file(name: str) -> bool:
+    """Whether a file of a persona folder is a persona: ``*.md`` but its documentation."""
+    return name.endswith(".md") and name.lower() not in NOT_PERSONAS
 
 
 def _duplicate_line(kept: Skill, skipped: Skill, shown: str) -> str:
@@ -423,3 +347,16 @@ def _duplicate_line(kept: Skill, skipped: Skill, shown: str) -> str:
             f"keeping {kept.origin}, skipping {shown}"
         )
     return f'skill "{skipped.name}" already registered, skipping {shown}'
+
+
+__all__ = [
+    "LoadReport",
+    "LoaderWarning",
+    "Skipped",
+    "Walker",
+    "format_error",
+    "is_persona_file",
+    "load_external",
+    "load_native",
+    "load_personas",
+]
