@@ -21,6 +21,7 @@ from ongrid_skills.errors import Conflict, NotFound
 from ongrid_skills.packs.home import remove_tree
 from ongrid_skills.packs.index import Catalog, load_catalog
 from ongrid_skills.packs.install import Candidate, Installer, Outcome, older_than_active
+from ongrid_skills.packs.layout import declared_fields, find_root
 from ongrid_skills.packs.manifest import version_key
 from ongrid_skills.packs.records import InstalledVersion, iso
 from ongrid_skills.packs.sources import (
@@ -170,7 +171,11 @@ class Packs:
             for r in sorted(rows, key=lambda r: version_key(r.version), reverse=True)
         ]
         view["pending"] = pending.get(pack_id)
-        view["path"] = str(self.home.version_dir(pack_id, version))
+        folder = self.home.version_dir(pack_id, version)
+        view["path"] = str(folder)
+        # A plugin manifest's other fields (openclaw's kind, channels, configSchema…): kept in
+        # the pack's files, shown with it.
+        view["declared"] = declared_fields(find_root(folder)) if folder.is_dir() else None
         return view
 
     def _record(self, pack_id: str, version: str) -> InstalledVersion | None:

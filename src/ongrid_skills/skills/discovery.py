@@ -23,7 +23,7 @@ from ongrid_skills.skills.aliases import PackNames
 from ongrid_skills.skills.bundle import is_skill_file
 from ongrid_skills.skills.load_report import LoaderWarning, LoadReport, Skipped
 from ongrid_skills.skills.model import Skill
-from ongrid_skills.skills.notices import Notice
+from ongrid_skills.skills.notices import SKILL_NOT_LISTED, Notice
 from ongrid_skills.skills.persona import Persona, load_persona
 from ongrid_skills.skills.skill_json import Location, build_skill, read_manifest
 from ongrid_skills.skills.skill_md import load_skill_md
@@ -32,6 +32,17 @@ from ongrid_skills.types import DEFAULT_TIMEOUT_SECONDS
 LOG = logging.getLogger("ongrid_skills.loader")
 PREFIX = "skill loader: "
 LogSink = Callable[[str], None]
+#: Whether a skill file (its canonical path) may load: a plugin's manifest may list its skills.
+Admit = Callable[[str], bool]
+
+
+def not_listed() -> Notice:
+    """The warning of a skill file an openclaw plugin's manifest does not list."""
+    return Notice(
+        SKILL_NOT_LISTED,
+        "skills",
+        "not under a folder that openclaw.plugin.json lists in skills: not loaded",
+    )
 
 
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
@@ -210,12 +221,17 @@ def load_external(
     source: str = "external",
     *,
     default_timeout: int = DEFAULT_TIMEOUT_SECONDS,
+    admit: Admit | None = None,
 ) -> int:
-    """Register every valid skill.json under ``dirs`` into ``skills``; return how many."""
+    """Register every valid skill.json under ``dirs`` into ``skills``; return how many.
+    ``admit``: whether a file (canonical path) may load (a plugin's listed skills)."""
     walker = Walker(sink, report)
     count = 0
     for root in walker.roots(dirs):
         for shown, real in walker.files(root, lambda name: name == "skill.json"):
+            if admit is not None and not admit(real):
+                walker.warn(not_listed(), shown)
+                continue
             try:
                 raw, obj = read_manifest(real)
                 folder = real.rpartition("/")[0] or "/"  # real is absolute: its folder
@@ -276,6 +292,7 @@ def load_native(
     config: Mapping[str, str],
     source: str = "native",
     default_timeout: int = DEFAULT_TIMEOUT_SECONDS,
+    admit: Admit | None = None,
 ) -> int:
     """Register the skills of every SKILL.md under ``dirs``; first name wins, as for skill.json.
 
@@ -289,6 +306,9 @@ def load_native(
         packs = PackNames(root.real, root.shown, walker.log)
         folders: dict[str, str] = {}  # folder → the skill file it holds
         for shown, real in walker.files(root, is_skill_file):
+            if admit is not None and not admit(real):
+                walker.warn(not_listed(), shown)
+                continue
             folder = os.path.dirname(shown)
             if folder in folders:
                 why = f"{folders[folder]} is the skill file of this folder"

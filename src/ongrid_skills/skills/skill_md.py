@@ -366,8 +366,12 @@ def _activation(
 
 
 def read_body(skill: Skill) -> str:
-    """The Markdown body of the SKILL.md a skill came from (read on demand, not kept)."""
-    return parse_frontmatter(read_text(skill.origin), skill.origin, tolerant=True).body
+    """The Markdown body of the SKILL.md a skill came from (read on demand, not kept); a
+    Claude Code command file (:mod:`.commands`) may have no frontmatter: all of it then."""
+    text = read_text(skill.origin)
+    if skill.category == "command" and not text.lstrip().startswith("---"):
+        return text
+    return parse_frontmatter(text, skill.origin, tolerant=True).body
 
 
 __all__ = ["SkillDoc", "load_skill_md", "normalise_name", "read_body"]
