@@ -115,7 +115,7 @@ class Outcome:
     removed: bool | None = None  # a remove: whether it withdrew a version (False: none active)
 
     def to_dict(self) -> dict[str, Any]:
-        out = {
+        out: dict[str, Any] = {
             "action": self.action,
             "id": self.pack_id,
             "version": self.version,
