@@ -62,7 +62,7 @@ class Packs:
 
         An unpinned ``ID`` never goes back: when the indexes offer only a version older than
         the active one, Conflict, before anything is fetched (``upgrade``'s rule)."""
-        policy = SourcePolicy(self.policy.fetch, self.policy.git_timeout, local=local)
+        policy = replace(self.policy, local=local)
         ref = pack_ref(source, policy)
         with self.work() as work:
             if ref is None:
