@@ -240,12 +240,12 @@ def test_remove_withdraws_every_skill_at_once_and_keeps_files_until_due(world: W
     assert entry["data"]["from_version"] == "1.0.0" and entry["data"]["version"] is None
     again = world.installer.remove("ops", "cli:ada")  # a retried removal is safe
     assert (again.action, again.removed, again.version) == ("unchanged", False, None)
-    assert again.warnings == ("pack ops was removed already: nothing changed",)
+    assert again.warnings == ("pack ops is not installed (removed already?): nothing changed",)
     assert len(world.audit("pack.remove")) == 1
     never = world.installer.remove("never-here", "cli:ada").to_dict()
     assert (never["removed"], never["warnings"]) == (
         False,
-        ["pack never-here is not installed: nothing changed"],
+        ["pack never-here is not installed (removed already?): nothing changed"],
     )
     world.now[0] += 10_000
     world.installer.collect()

@@ -356,9 +356,7 @@ class Installer:
             self.recover()
             active = self.home.active().get(pack_id)
             if active is None:
-                known = bool(self.records.versions(pack_id))
-                said = "was removed already" if known else "is not installed"
-                note = f"pack {pack_id} {said}: nothing changed"
+                note = f"pack {pack_id} is not installed (removed already?): nothing changed"
                 return Outcome("unchanged", pack_id, None, None, None, (note,), removed=False)
             record = next((r for r in self.records.versions(pack_id) if r.version == active), None)
             change = Change("remove", pack_id, active, None, actor, self.clock())

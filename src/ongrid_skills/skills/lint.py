@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ongrid_skills.errors import ManifestError
 from ongrid_skills.paths import is_within, read_regular
@@ -95,7 +95,8 @@ def _validate_dir(path: str, seen: dict[str, str], personas: list[str]) -> list[
                 notice = not_listed()
                 out.append(Finding(shown, 1, 1, "warning", notice.message, code=notice.code))
                 continue
-            out.extend(_validate_file(real, root.real, root.shown, seen, shown=shown))
+            found = _validate_file(real, root.real, root.shown, seen, shown=shown)
+            out.extend(_as_plugin_agent(f) if plan.is_plugin else f for f in found)
         out.extend(_validate_commands(plan, root.shown, seen))
     for err in report.errors:
         out.append(Finding(err.path, err.line, err.column, "error", err.message))
@@ -103,6 +104,15 @@ def _validate_dir(path: str, seen: dict[str, str], personas: list[str]) -> list[
         if line.startswith("skip unreadable dir"):
             out.append(Finding(path, 1, 1, "warning", line))
     return out
+
+
+def _as_plugin_agent(finding: Finding) -> Finding:
+    """A plugin's ``agents/*.md`` that is no persona is a Claude Code sub-agent: a warning (as
+    a pack install says), not an error."""
+    if finding.rule != "persona" or finding.severity != "error":
+        return finding
+    message = f"{finding.message} (a Claude Code agent, not loaded as a persona)"
+    return replace(finding, severity="warning", message=message)
 
 
 def _validate_commands(plan: PluginPlan, shown_root: str, seen: dict[str, str]) -> list[Finding]:

@@ -49,6 +49,7 @@ class PluginPlan:
     skill_dirs: tuple[str, ...] | None = None
     commands: tuple[str, ...] = ()
     notices: tuple[tuple[str, Notice], ...] = ()
+    is_plugin: bool = False  # a Claude Code or openclaw plugin manifest is at the root
 
     def admits(self, real: str) -> bool:
         """Whether a skill file at canonical ``real`` may load."""
@@ -99,7 +100,8 @@ def plan_of(root: str) -> PluginPlan:
     if mcp is not None:
         notices.append(mcp)
     existing = tuple(c for c in commands if os.path.exists(c))
-    return PluginPlan(root, skill_dirs, existing, tuple(notices))
+    plugin = claw is not None or os.path.isfile(os.path.join(root, CLAUDE_MANIFEST))
+    return PluginPlan(root, skill_dirs, existing, tuple(notices), plugin)
 
 
 def _hooks(root: str, declared: Any, claw: dict[str, Any] | None) -> tuple[str, Notice] | None:

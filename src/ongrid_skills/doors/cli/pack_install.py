@@ -71,7 +71,9 @@ def _report(outcome: Outcome, as_json: bool) -> None:
         return
     record = outcome.record
     label = f"{outcome.pack_id}@{outcome.version}"
-    if outcome.action == "unchanged":
+    if outcome.removed is False:  # a removal of a pack that is not active: idempotent
+        click.echo(f"{outcome.pack_id}: nothing to remove")
+    elif outcome.action == "unchanged":
         click.echo(f"{label} is already the active version: nothing changed")
     elif outcome.action == "remove":
         click.echo(f"removed {outcome.pack_id} (was {outcome.from_version})")
