@@ -4,6 +4,8 @@ this build cannot run, the original's ongrid fields, and an openclaw plugin's ma
 from __future__ import annotations
 
 import html
+import io
+import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,7 +13,7 @@ import pytest
 
 from ongrid_skills.runtime import open_packs
 from tests.support.browser import Console, console_server
-from tests.support.plugins import write_openclaw_plugin
+from tests.support.plugins import write_claude_plugin, write_openclaw_plugin
 from tests.support.skills import write_exec, write_skill_md
 
 
@@ -73,3 +75,22 @@ def test_the_packs_page_shows_an_openclaw_plugins_declared_fields(
         page = html.unescape(client.get("/packs").text)
     assert "Declared by the plugin" in page
     assert '"kind": "channel"' in page and '"channels": [' in page
+
+
+def test_a_plugin_installed_from_the_page_names_its_hooks_and_mcp_servers(
+    console: Console, tmp_path: Path
+) -> None:
+    plugin = write_claude_plugin(tmp_path / "ops-toolkit")
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        tar.add(plugin, arcname="ops-toolkit")
+    with console.logged_in("admin") as client:
+        token = console.csrf(client, "/packs")
+        files = {"file": ("ops-toolkit.tar.gz", buffer.getvalue(), "application/gzip")}
+        data = {"csrf": token, "allow_unsigned": "true"}
+        page = client.post("/packs/upload", files=files, data=data)
+    assert page.status_code == 200, page.text
+    shown = html.unescape(page.text)
+    assert "Installed ops-toolkit 1.2.0." in shown
+    assert "hooks (PreToolUse, SessionStart) in hooks/: reported, never run" in shown
+    assert 'MCP servers "github" in .mcp.json: reported, never started' in shown
