@@ -542,6 +542,7 @@ def test_a_skill_md_whose_every_impl_this_build_lacks_loads_as_instructions(
     with_catalogue, _ = load([root], bundled=True)
     read = asyncio.run(ongrid_skills.execute(with_catalogue, "read_skill", {"name": "cache"}))
     assert "drain the node first" in read.result["body"]
+    assert [t["name"] for t in read.result["unavailable_tools"]] == ["cache_gone", "cache_purge"]
     assert [w.code for w in registry.report.warnings] == ["impl_unavailable"]
     assert any(
         line.startswith(f"skill loader: warning {path}: no tool's impl exists in this build")

@@ -34,6 +34,7 @@ from ongrid_skills.skills.skill_json import (
     unknown_fields,
 )
 from ongrid_skills.skills.skill_md import load_skill_md
+from ongrid_skills.types import DEFAULT_TIMEOUT_SECONDS
 
 _NOT_PERSONAS = {"README.md", "CHANGELOG.md"}
 PACK_AGENTS = "agents"
@@ -123,7 +124,11 @@ def _validate_commands(plan: PluginPlan, shown_root: str, seen: dict[str, str]) 
             shown = shown_root + real[len(plan.root) :]
             try:
                 doc = load_command(
-                    real, shown=shown, base_dir=plan.root, source="native", default_timeout=30
+                    real,
+                    shown=shown,
+                    base_dir=plan.root,
+                    source="native",
+                    default_timeout=DEFAULT_TIMEOUT_SECONDS,
                 )
             except ManifestError as err:
                 out.append(Finding(shown, err.line, err.column, "error", err.message))

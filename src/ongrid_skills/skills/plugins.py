@@ -99,7 +99,7 @@ def plan_of(root: str) -> PluginPlan:
     mcp = _mcp(root, claude.get("mcpServers"))
     if mcp is not None:
         notices.append(mcp)
-    existing = tuple(c for c in commands if os.path.exists(c))
+    existing = tuple(c for c in commands if os.path.exists(c) and not os.path.islink(c))
     plugin = claw is not None or os.path.isfile(os.path.join(root, CLAUDE_MANIFEST))
     return PluginPlan(root, skill_dirs, existing, tuple(notices), plugin)
 
