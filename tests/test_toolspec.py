@@ -299,7 +299,10 @@ def test_a_blacklisted_tool_is_refused_when_called_even_if_whitelisted(patterned
 
 def test_unavailable_tools_are_never_offered_whatever_the_persona(tmp_path: Path) -> None:
     native = tmp_path / "native"
-    tools = [{"name": "gone", "impl": "builtin:nope.nothing"}]
+    tools = [
+        {"name": "gone", "impl": "builtin:nope.nothing"},
+        {"name": "gone_far", "impl": "builtin:files.disk_usage", "class": "dangerous"},
+    ]
     write_skill_md(native, "gone", {"name": "gone", "description": "d", "tools": tools})
     far = [{"name": "far", "impl": "builtin:files.disk_usage"}]
     write_skill_md(
@@ -310,7 +313,7 @@ def test_unavailable_tools_are_never_offered_whatever_the_persona(tmp_path: Path
     personas = tmp_path / "personas"
     write_persona(personas, "all", "dual-sign-required", tools=["gone", "far"])
     registry, _ = load([native], personas=[personas])
-    assert sorted(registry.skills) == ["far", "gone"]
+    assert sorted(registry.skills) == ["far", "gone", "gone_far"]
     for persona in ("default", "all"):
         assert offered(registry, registry.persona(persona)) == []
 

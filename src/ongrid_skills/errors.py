@@ -339,19 +339,24 @@ class PackProblem:
     line: int = 1
     column: int = 1
     severity: str = "error"  # error | warning
+    code: str = ""  # a loader warning's stable code (skills/notices.py), when it is one
 
     def format(self) -> str:
-        """``path:line:col: severity: message``, like ``ongrid-skills validate``."""
-        return f"{self.path}:{self.line}:{self.column}: {self.severity}: {self.message}"
+        """``path:line:col: severity: message [code]``, like ``ongrid-skills validate``."""
+        coded = f" [{self.code}]" if self.code else ""
+        return f"{self.path}:{self.line}:{self.column}: {self.severity}: {self.message}{coded}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "path": self.path,
             "line": self.line,
             "column": self.column,
             "severity": self.severity,
             "message": self.message,
         }
+        if self.code:
+            out["code"] = self.code
+        return out
 
 
 class PackError(SkillError):

@@ -239,7 +239,8 @@ def open_packs(
     )
     timeout = float(settings.pack_fetch_timeout_seconds)
     fetch = FetchPolicy(stream_cap(limits), timeout, settings.pack_allow_http)
-    return Packs(installer, SourcePolicy(fetch, timeout), settings.pack_indexes)
+    policy = SourcePolicy(fetch, timeout, forge=settings.pack_git_forge)
+    return Packs(installer, policy, settings.pack_indexes)
 
 
 class ManagerPacks:

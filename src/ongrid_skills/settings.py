@@ -121,6 +121,9 @@ class Settings:
     pack_fetch_timeout_seconds: int = 300
     pack_allow_http: bool = False
     pack_keep_seconds: int | None = None
+    # The git forge ``owner/repo[@ref]`` sources name (``https://github.com``); None: that
+    # shorthand is off and such text stays a path (docs/packs.md).
+    pack_git_forge: str | None = None
     # Credentials (SPEC §18, docs/credentials.md): the key sealing stored values (else
     # $data_dir/credentials.key), the folders file: references may read, the commands command:
     # references may run (name -> argv, a JSON object or a TOML table), and where the per-call
@@ -362,6 +365,13 @@ def _coerce(name: str, value: Any) -> Any:
         if relative:
             raise ConfigError(f"{name} entries must be absolute paths, got {relative[0]!r}")
         return roots
+    if name == "pack_git_forge":
+        forge = str(value).strip().rstrip("/")
+        if not forge:
+            return None
+        if not re.fullmatch(r"https://[A-Za-z0-9.-]+(:[0-9]+)?(/[A-Za-z0-9._~-]+)*", forge):
+            raise ConfigError(f"{name} must be an https:// URL such as https://github.com")
+        return forge
     if name == "pack_indexes":  # paths or URLs: commas or blanks, never ":" (URLs hold colons)
         if isinstance(value, str):
             entries = tuple(part for part in re.split(r"[,\s]+", value) if part)

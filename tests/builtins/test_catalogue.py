@@ -54,7 +54,10 @@ def catalogue(tmp_path: Path) -> Registry:
         {
             "name": "cache_gone",
             "description": "A cache tool that cannot load.",
-            "tools": [{"name": "cache_gone", "impl": "builtin:nope.nothing"}],
+            "tools": [
+                {"name": "cache_gone", "impl": "builtin:nope.nothing"},
+                {"name": "cache_usage", "impl": "builtin:files.disk_usage"},
+            ],
         },
     )
     external = tmp_path / "external"

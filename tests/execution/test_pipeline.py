@@ -231,7 +231,10 @@ def test_a_tool_whose_builtin_cannot_be_resolved_is_denied_before_the_runner_is_
         {
             "name": "cache_gone",
             "description": "A cache tool that cannot load.",
-            "tools": [{"name": "cache_gone", "impl": "builtin:nope.nothing"}],
+            "tools": [
+                {"name": "cache_gone", "impl": "builtin:nope.nothing"},
+                {"name": "cache_usage", "impl": "builtin:files.disk_usage"},
+            ],
         },
     )
     registry, _lines = load([native])

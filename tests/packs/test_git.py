@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from ongrid_skills.errors import FetchFailed
+from ongrid_skills.errors import ConfigError, FetchFailed, InvalidRequest, NotFound
 from ongrid_skills.packs.fetch import FetchPolicy
 from ongrid_skills.packs.git import clone, looks_like_git, parse_git, split_ref
 from ongrid_skills.packs.index import Catalog
-from ongrid_skills.packs.sources import SourcePolicy, obtain
+from ongrid_skills.packs.sources import SourcePolicy, obtain, shorthand
+from ongrid_skills.settings import Settings
 from tests.support.packs import write_pack
 
 GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
@@ -132,3 +133,47 @@ def test_a_local_repository_is_a_local_source_and_a_remote_one_is_remote(tmp_pat
     assert candidate.source == f"git+file://{repo}@v1"
     assert version_in(candidate.path) == "1.0.0"
     assert parse_git("https://example.com/r.git").local is False
+
+
+FORGE = "https://127.0.0.1:9"  # loopback, nothing listens: git itself says it cannot connect
+
+
+def test_owner_repo_is_a_git_source_of_the_configured_forge_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    work = tmp_path / "work"
+    work.mkdir()
+    off = SourcePolicy(FetchPolicy(10**7), git_timeout=30)
+    with pytest.raises(NotFound, match="needs ONGRID_PACK_GIT_FORGE"):
+        obtain("acme/ops-pack@v1.2.0", work, off, Catalog)  # a path while no forge is set
+    on = SourcePolicy(FetchPolicy(10**7), git_timeout=30, forge=FORGE)
+    with pytest.raises(FetchFailed) as info:
+        obtain("acme/ops-pack@v1.2.0", work, on, Catalog)
+    assert info.value.message.startswith(
+        f"git+{FORGE}/acme/ops-pack.git@v1.2.0: git clone failed: "
+    )
+    assert shorthand("acme/ops-pack.tar.gz", FORGE) is None  # an archive is a path
+
+
+def test_owner_repo_that_is_also_a_folder_here_is_refused_naming_both(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    write_pack(tmp_path / "acme" / "ops-pack", "ops")
+    (tmp_path / "work").mkdir()
+    on = SourcePolicy(FetchPolicy(10**7), git_timeout=30, forge=FORGE)
+    with pytest.raises(InvalidRequest) as info:
+        obtain("acme/ops-pack", tmp_path / "work", on, Catalog)
+    assert "./acme/ops-pack" in info.value.message
+    assert f"git+{FORGE}/acme/ops-pack.git" in info.value.message
+    assert obtain("./acme/ops-pack", tmp_path / "work", on, Catalog).remote is False
+
+
+def test_the_forge_setting_is_an_https_url_or_nothing() -> None:
+    assert Settings.load({"ONGRID_PACK_GIT_FORGE": "https://github.com/"}).pack_git_forge == (
+        "https://github.com"
+    )
+    assert Settings.load({}).pack_git_forge is None
+    with pytest.raises(ConfigError, match="must be an https:// URL"):
+        Settings.load({"ONGRID_PACK_GIT_FORGE": "github.com"})

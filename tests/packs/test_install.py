@@ -17,7 +17,6 @@ import pytest
 from ongrid_skills.errors import (
     Conflict,
     DigestMismatch,
-    NotFound,
     PackError,
     SkillCollision,
     UntrustedPack,
@@ -233,14 +232,21 @@ def test_remove_withdraws_every_skill_at_once_and_keeps_files_until_due(world: W
 
     outcome = world.installer.remove("ops", "cli:ada")
 
-    assert outcome.action == "remove"
+    assert (outcome.action, outcome.removed) == ("remove", True)
     assert world.home.active() == {}
     assert not {"probe", "peek"} & world.registry_skills()
     assert world.home.has_version("ops", "1.0.0")
     (entry,) = world.audit("pack.remove")
     assert entry["data"]["from_version"] == "1.0.0" and entry["data"]["version"] is None
-    with pytest.raises(NotFound):
-        world.installer.remove("ops", "cli:ada")
+    again = world.installer.remove("ops", "cli:ada")  # a retried removal is safe
+    assert (again.action, again.removed, again.version) == ("unchanged", False, None)
+    assert again.warnings == ("pack ops is not installed (removed already?): nothing changed",)
+    assert len(world.audit("pack.remove")) == 1
+    never = world.installer.remove("never-here", "cli:ada").to_dict()
+    assert (never["removed"], never["warnings"]) == (
+        False,
+        ["pack never-here is not installed (removed already?): nothing changed"],
+    )
     world.now[0] += 10_000
     world.installer.collect()
     assert not (world.home.root / "ops").exists()

@@ -282,6 +282,18 @@ def test_a_tar_and_a_zip_of_the_same_files_unpack_to_the_same_tree(
         assert (a / relative).stat().st_mode == (b / relative).stat().st_mode
 
 
+def test_a_plain_tar_unpacks_like_its_gzipped_twin_under_the_same_rules(
+    tmp_path: Path, into: Path
+) -> None:
+    entries = [Entry("./", kind="dir"), *pack_entries("./")]
+    plain = tar_gz(tmp_path / "a.tar", entries, mode="w")
+    assert tree(unpack(plain, into)) == tree(unpack(tar_gz(tmp_path / "a.tar.gz", entries), into))
+    link = [*pack_entries(), Entry("skills/l1", kind="symlink", target="/etc/passwd")]
+    (tmp_path / "fresh").mkdir()
+    error = refused(tar_gz(tmp_path / "link.tar", link, mode="w"), tmp_path / "fresh")
+    assert (error.path, "symbolic link" in error.rule) == ("skills/l1", True)
+
+
 def test_git_folders_are_never_unpacked(tmp_path: Path, into: Path) -> None:
     entries = [*pack_entries(), Entry(".git/hooks/post-checkout", b"#!/bin/sh\n", 0o755)]
     for archive in both(tmp_path, entries):
@@ -300,7 +312,7 @@ def test_a_corrupt_archive_is_a_pack_error_and_leaves_nothing(tmp_path: Path, in
 def test_a_file_that_is_no_archive_is_a_pack_error(tmp_path: Path, into: Path) -> None:
     path = tmp_path / "pack.tar.gz"
     path.write_text("not an archive\n")
-    with pytest.raises(PackError, match=r"not a \.tar\.gz or \.zip"):
+    with pytest.raises(PackError, match=r"not a \.tar\.gz, \.tar or \.zip"):
         unpack(path, into)
     assert list(into.iterdir()) == []
 

@@ -108,30 +108,36 @@ def test_skill_md_without_a_scope_runs_on_the_manager(tmp_path: Path) -> None:
     assert registry.get("clean_disk").scope == SCOPE_MANAGER
 
 
-@pytest.mark.parametrize(
-    ("tools", "reason"),
-    [
-        (None, "scope host needs a tool that runs"),
-        (
-            [{"name": "x", "impl": "exec:x.sh", "schema": {"properties": {"host": {}}}}],
-            "cannot declare an argument named 'host'",
-        ),
-    ],
-    ids=["instructions", "host-argument"],
-)
-def test_skill_md_host_scope_refusals(tmp_path: Path, tools: Any, reason: str) -> None:
+def test_skill_md_host_scope_refuses_a_host_argument(tmp_path: Path) -> None:
     write_exec(tmp_path / "disk", "x.sh")
+    tools: Any = [{"name": "x", "impl": "exec:x.sh", "schema": {"properties": {"host": {}}}}]
     front: dict[str, Any] = {
         "name": "disk",
         "description": "Disk care.",
         "metadata": {"ongrid": {"scope": "host"}},
+        "tools": tools,
     }
-    if tools is not None:
-        front["tools"] = tools
     write_skill_md(tmp_path, "disk", front)
     registry, lines = load(native=[tmp_path])
     assert len(registry) == 0
-    assert reason in refusal(lines)
+    assert "cannot declare an argument named 'host'" in refusal(lines)
+
+
+@pytest.mark.parametrize("written", ["edge", "host"])
+def test_a_prompt_only_skill_md_with_an_edge_scope_loads_as_instructions_on_the_manager(
+    tmp_path: Path, written: str
+) -> None:
+    front = {
+        "name": "disk_runbook",
+        "description": "How to free a full disk on an edge host.",
+        "metadata": {"ongrid": {"scope": written}},
+    }
+    path = write_skill_md(tmp_path, "disk", front, "# Free the disk\nStep one.\n")
+    registry, lines = load(native=[tmp_path])
+    skill = registry.get("disk_runbook")
+    assert (skill.kind, skill.scope, skill.available) == ("instructions", SCOPE_MANAGER, True)
+    assert [w.code for w in registry.report.warnings] == ["edge_instructions"]
+    assert any(line.startswith(f"skill loader: warning {path}: scope edge") for line in lines)
 
 
 def test_skill_md_unknown_scope_is_refused(tmp_path: Path) -> None:

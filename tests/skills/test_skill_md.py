@@ -19,7 +19,7 @@ from ongrid_skills.errors import InvalidRequest
 from ongrid_skills.execution.records import Event
 from ongrid_skills.skills.registry import Registry
 from ongrid_skills.skills.schemas import signature_schema
-from ongrid_skills.toolspec import offered
+from ongrid_skills.toolspec import instructions, offered
 from tests.support.skills import executable_dir, load, write_exec, write_skill, write_skill_md
 
 HOST_OS = {"linux": "linux", "darwin": "darwin"}.get(sys.platform, sys.platform)
@@ -500,11 +500,54 @@ def test_an_unknown_builtin_impl_is_listed_unavailable_with_the_reason(root: Pat
 
 
 def test_an_unavailable_tool_is_refused_when_called(root: Path) -> None:
-    write_skill_md(root, "n", basic("n", tools=[{"name": "nope_tool", "impl": "builtin:x.y"}]))
+    tools = [
+        {"name": "nope_tool", "impl": "builtin:x.y"},
+        {"name": "usage_tool", "impl": "builtin:files.disk_usage"},
+    ]
+    write_skill_md(root, "n", basic("n", tools=tools))
     registry, _ = load([root])
     with pytest.raises(ongrid_skills.Denied) as info:
         asyncio.run(ongrid_skills.execute(registry, "nope_tool", {}))
     assert info.value.message == ("skill nope_tool is unavailable: unknown impl builtin:x.y")
+
+
+@pytest.mark.parametrize(
+    ("impl", "reason"),
+    [
+        ("builtin:nope.nothing", "unknown impl builtin:nope.nothing"),
+        ("wasm:cache.wasm", "impl kind 'wasm' does not exist in this build"),
+    ],
+)
+def test_a_skill_md_whose_every_impl_this_build_lacks_loads_as_instructions(
+    root: Path, impl: str, reason: str
+) -> None:
+    tools = [{"name": "cache_gone", "impl": impl}, {"name": "cache_purge", "impl": impl}]
+    body = "# Cache\nPurge with care: drain the node first.\n"
+    path = write_skill_md(root, "cache", basic("cache", tools=tools), body)
+    registry, lines = load([root])
+    skill = registry.get("cache")
+    assert (skill.kind, skill.available) == ("instructions", True)
+    assert skill.unavailable_tools == (
+        ("cache_gone", impl, reason),
+        ("cache_purge", impl, reason),
+    )
+    assert skill.summary()["unavailable_tools"][0] == {
+        "name": "cache_gone",
+        "impl": impl,
+        "reason": reason,
+    }
+    assert "cache_gone" not in registry and "cache_purge" not in registry
+    assert [s.name for s in instructions(registry)] == ["cache"]  # its text reaches the model
+    assert offered(registry) == []
+    with_catalogue, _ = load([root], bundled=True)
+    read = asyncio.run(ongrid_skills.execute(with_catalogue, "read_skill", {"name": "cache"}))
+    assert "drain the node first" in read.result["body"]
+    assert [t["name"] for t in read.result["unavailable_tools"]] == ["cache_gone", "cache_purge"]
+    assert [w.code for w in registry.report.warnings] == ["impl_unavailable"]
+    assert any(
+        line.startswith(f"skill loader: warning {path}: no tool's impl exists in this build")
+        for line in lines
+    )
 
 
 def test_the_go_style_alias_resolves_to_the_python_builtin(root: Path) -> None:
@@ -556,7 +599,7 @@ def test_an_invalid_declared_schema_is_a_build_error(root: Path, schema: Any) ->
     assert lines[0].startswith('skill loader: build "s_tool": tools[0]: schema')
 
 
-@pytest.mark.parametrize("impl", ["disk_usage", "python:files.disk_usage", 3])
+@pytest.mark.parametrize("impl", ["disk_usage", "", 3])
 def test_a_malformed_impl_is_a_build_error(root: Path, impl: Any) -> None:
     write_skill_md(root, "i", basic("i", tools=[{"name": "i_tool", "impl": impl}]))
     registry, lines = load([root])

@@ -70,8 +70,8 @@ class Entry:
     target: str = ""  # for links
 
 
-def tar_gz(path: Path, entries: Iterable[Entry]) -> Path:
-    """A .tar.gz with exactly ``entries``, in order."""
+def tar_gz(path: Path, entries: Iterable[Entry], *, mode: str = "w:gz") -> Path:
+    """A .tar.gz with exactly ``entries``, in order (``mode="w"``: a plain .tar)."""
     kinds = {
         "file": tarfile.REGTYPE,
         "dir": tarfile.DIRTYPE,
@@ -82,7 +82,7 @@ def tar_gz(path: Path, entries: Iterable[Entry]) -> Path:
         "blk": tarfile.BLKTYPE,
         "sparse": tarfile.GNUTYPE_SPARSE,
     }
-    with tarfile.open(path, "w:gz", format=tarfile.PAX_FORMAT) as tar:
+    with tarfile.open(path, mode, format=tarfile.PAX_FORMAT) as tar:
         for entry in entries:
             info = tarfile.TarInfo(entry.name)
             info.type = kinds[entry.kind]

@@ -51,6 +51,7 @@ def read_skill(
         ]
     else:  # a skill.json or an internal tool: the skill is its one tool
         tools = [skill.name] if skill.kind != "instructions" else []
+    missing = skill.summary().get("unavailable_tools")  # tools this build cannot run
     return {
         "name": skill.name,
         "description": skill.description,
@@ -59,6 +60,7 @@ def read_skill(
         "available": skill.available,
         "unavailable_reason": skill.unavailable_reason,
         "tools": sorted(tools),
+        **({"unavailable_tools": missing} if missing else {}),
         "body": body,
         "extra": skill.extra,
         "aliases": list(skill.aliases),

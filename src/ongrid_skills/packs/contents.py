@@ -28,9 +28,10 @@ from typing import Any
 from ongrid_skills.errors import PackError, PackProblem
 from ongrid_skills.packs.layout import AGENTS_DIR, Detected, Layout
 from ongrid_skills.packs.manifest import MANIFEST, requires_problem
-from ongrid_skills.skills.discovery import LoadReport, load_external, load_native, load_personas
+from ongrid_skills.skills.discovery import LoadReport, load_personas
 from ongrid_skills.skills.lint import Finding, validate_paths
 from ongrid_skills.skills.model import Skill
+from ongrid_skills.skills.pack_load import load_pack_root
 from ongrid_skills.skills.persona import Persona
 
 
@@ -93,10 +94,9 @@ def inspect_pack(
     def quiet(_line: str) -> None:
         """Lines are kept in the report, not logged: inspecting is not loading."""
 
-    load_external([root], skills, report, quiet)
-    load_native([root], skills, report, quiet, config=config or {})
+    load_pack_root(root, skills, report, quiet, config=config or {})
     agents = os.path.join(root, AGENTS_DIR)
-    plugin = detected.layout is Layout.PLUGIN
+    plugin = detected.layout in (Layout.PLUGIN, Layout.OPENCLAW)
     if os.path.isdir(agents) and not os.path.islink(agents):
         load_personas([agents], personas, report, quiet)
     problems = list(detected.warnings)
@@ -128,7 +128,7 @@ def _problem(finding: Finding, root: str, plugin: bool) -> PackProblem:
     elif finding.rule == "persona" and plugin and severity == "error":
         severity = "warning"
         message = f"{message} (a Claude Code agent, not loaded as a persona)"
-    return PackProblem(path, message, finding.line, finding.column, severity)
+    return PackProblem(path, message, finding.line, finding.column, severity, finding.code)
 
 
 def relative(path: str, root: str) -> str:

@@ -288,7 +288,7 @@ def build_index(folder: Path, limits: Limits, *, base_url: str | None = None) ->
         p for p in folder.iterdir() if p.is_file() and p.name.lower().endswith(ARCHIVE_SUFFIXES)
     )
     if not archives:
-        raise NotFound(f"{folder}: no pack archive (.tar.gz, .tgz, .zip) to index")
+        raise NotFound(f"{folder}: no pack archive (.tar.gz, .tgz, .tar, .zip) to index")
     for archive in archives:
         with staged(archive, limits) as pack:
             verdict = judge(pack.digest, pack.signature, TrustedKeys())  # BadSignature if bad

@@ -125,9 +125,10 @@ class Outcome:
     record: InstalledVersion | None = None
     warnings: tuple[str, ...] = ()
     problems: tuple[str, ...] = field(default_factory=tuple)
+    removed: bool | None = None  # a remove: whether it withdrew a version (False: none active)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "action": self.action,
             "id": self.pack_id,
             "version": self.version,
@@ -136,6 +137,9 @@ class Outcome:
             "warnings": list(self.warnings),
             "problems": list(self.problems),
         }
+        if self.removed is not None:
+            out["removed"] = self.removed
+        return out
 
 
 class Installer:
@@ -394,10 +398,16 @@ class Installer:
             return Outcome("rollback", pack_id, target.version, active, done)
 
     def remove(self, pack_id: str, actor: str) -> Outcome:
-        """Withdraw every skill and persona of the pack at once (its files follow later)."""
+        """Withdraw every skill and persona of the pack at once (its files follow later).
+
+        Idempotent: a pack that is not active (removed already, or never installed) changes
+        nothing and says so (``unchanged``, ``removed`` false), so a retried removal is safe."""
         with self.home.lock():
             self.recover()
-            active = self._active(pack_id)
+            active = self.home.active().get(pack_id)
+            if active is None:
+                note = f"pack {pack_id} is not installed (removed already?): nothing changed"
+                return Outcome("unchanged", pack_id, None, None, None, (note,), removed=False)
             record = next((r for r in self.records.versions(pack_id) if r.version == active), None)
             change = Change("remove", pack_id, active, None, actor, self.clock())
             self.records.begin(change, None)
@@ -406,7 +416,7 @@ class Installer:
             checkpoint("switched")
             self.records.commit(change, keep=())
             self.collect()
-            return Outcome("remove", pack_id, None, active, record)
+            return Outcome("remove", pack_id, None, active, record, removed=True)
 
     def _active(self, pack_id: str) -> str:
         active = self.home.active().get(pack_id)

@@ -27,6 +27,7 @@ from ongrid_skills.packs.install import (
     Outcome,
     older_than_active,
 )
+from ongrid_skills.packs.layout import declared_fields, find_root
 from ongrid_skills.packs.manifest import version_key
 from ongrid_skills.packs.records import InstalledVersion, iso
 from ongrid_skills.packs.sources import (
@@ -99,7 +100,7 @@ class Packs:
     def _candidate(
         self, source: str, work: Path, local: bool, digest: str | None, pinned: str
     ) -> Candidate:
-        policy = SourcePolicy(self.policy.fetch, self.policy.git_timeout, local=local)
+        policy = replace(self.policy, local=local)
         ref = pack_ref(source, policy)
         if ref is None:
             candidate = fetch_source(source.strip(), work, policy)
@@ -226,7 +227,11 @@ class Packs:
             for r in sorted(rows, key=lambda r: version_key(r.version), reverse=True)
         ]
         view["pending"] = pending.get(pack_id)
-        view["path"] = str(self.home.version_dir(pack_id, version))
+        folder = self.home.version_dir(pack_id, version)
+        view["path"] = str(folder)
+        # A plugin manifest's other fields (openclaw's kind, channels, configSchema…): kept in
+        # the pack's files, shown with it.
+        view["declared"] = declared_fields(find_root(folder)) if folder.is_dir() else None
         return view
 
     def _record(self, pack_id: str, version: str) -> InstalledVersion | None:

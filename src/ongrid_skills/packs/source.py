@@ -1,4 +1,4 @@
-"""A pack on disk (a folder, a ``.tar.gz``, a ``.zip``) → a checked copy in a staging folder.
+"""A pack on disk (a folder, a ``.tar.gz``, ``.tar`` or ``.zip``) → a checked staging copy.
 
 :func:`stage` is the one way in for every command that takes a pack: it unpacks an archive
 (:mod:`.unpack`) or copies a folder (with the same rules: no link, no special file, the
@@ -35,7 +35,7 @@ from ongrid_skills.packs.manifest import PackManifest
 from ongrid_skills.packs.signature import PackSignature, beside, read_signature
 from ongrid_skills.packs.unpack import Writer, unpack_archive
 
-ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".zip")
+ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".zip")
 
 
 @dataclass(frozen=True, slots=True)

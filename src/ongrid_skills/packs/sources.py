@@ -4,7 +4,10 @@ What a SOURCE is is told by its text alone, never by what the current folder hol
 order (:func:`kind_of`):
 
 1. a **git** source — ``git+URL``, ``ssh://…``, ``git@host:path``, or a URL or path ending in
-   ``.git``, each optionally followed by ``@REF`` — cloned shallow (:mod:`.git`);
+   ``.git``, each optionally followed by ``@REF`` — cloned shallow (:mod:`.git`); and, only
+   when the operator configured a forge (``ONGRID_PACK_GIT_FORGE``), ``owner/repo[@REF]`` on
+   it (:func:`shorthand`): a folder of that name on this host makes it ambiguous, refused
+   naming both, never guessed;
 2. an ``https://`` **URL** of an archive — downloaded within the limits (:mod:`.fetch`), with
    ``URL.sig`` beside it when the server has one;
 3. a **path** — text that looks like one: it starts with ``/``, ``~`` or ``.`` (``./ops``,
@@ -42,6 +45,11 @@ from ongrid_skills.packs.signature import SIGNATURE_SUFFIX
 from ongrid_skills.packs.source import archive_stem, is_archive_name
 
 _SPEC_RE = re.compile(r"(?P<id>[a-z0-9_.-]+)(?:@(?P<version>\S+))?")
+#: ``owner/repo[@ref]`` of a configured forge (owner and repo as forges allow them).
+_SHORTHAND_RE = re.compile(
+    r"(?P<owner>[A-Za-z0-9][A-Za-z0-9_.-]{0,99})/(?P<repo>[A-Za-z0-9_.-]{1,100}?)(?:\.git)?"
+    r"(?:@(?P<ref>[A-Za-z0-9._+-]{1,200}))?"
+)
 _ON_SERVER = (
     "a path on the server is installed with its CLI (ongrid-skills pack install); give a URL, "
     "a git URL or a pack id"
@@ -56,6 +64,8 @@ class SourcePolicy:
     fetch: FetchPolicy
     git_timeout: float = 300.0
     local: bool = True
+    #: The forge ``owner/repo[@ref]`` names (``https://github.com``); None: no shorthand.
+    forge: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,11 +86,31 @@ def looks_like_path(text: str) -> bool:
     return text.startswith(("/", "~", ".")) or "/" in text or is_archive_name(Path(text))
 
 
-def kind_of(text: str, *, local: bool = True) -> str:
+def shorthand(text: str, forge: str | None) -> str | None:
+    """The git source ``owner/repo[@ref]`` names on ``forge`` (``git+FORGE/owner/repo.git``),
+    or None: no forge configured, or text of another shape (an archive name is a path).
+
+    >>> shorthand("acme/ops-pack@v1.2.0", "https://github.com")
+    'git+https://github.com/acme/ops-pack.git@v1.2.0'
+    >>> shorthand("acme/ops-pack", None) is None
+    True
+    """
+    if forge is None or is_archive_name(Path(text)):
+        return None
+    match = _SHORTHAND_RE.fullmatch(text)
+    if match is None or match["repo"] in (".", ".."):
+        return None
+    ref = f"@{match['ref']}" if match["ref"] else ""
+    return f"{GIT_PREFIX}{forge}/{match['owner']}/{match['repo']}.git{ref}"
+
+
+def kind_of(text: str, *, local: bool = True, forge: str | None = None) -> str:
     """``git``, ``url``, ``path`` or ``id``: what ``text`` names (see the module's docstring).
     Only a ``.git`` path that exists and is no repository is looked at (when ``local``)."""
     if looks_like_git(text) and not (local and _is_plain_path(text)):
         return "git"
+    if shorthand(text, forge) is not None:
+        return "shorthand"
     if is_url(text):
         return "url"
     if looks_like_path(text):
@@ -93,7 +123,7 @@ def pack_ref(text: str, policy: SourcePolicy) -> PackRef | None:
     text = text.strip()
     if not text:
         raise InvalidRequest("no source given")
-    if kind_of(text, local=policy.local) != "id":
+    if kind_of(text, local=policy.local, forge=policy.forge) != "id":
         return None
     spec = _SPEC_RE.fullmatch(text)
     if spec is None or not ID_RE.fullmatch(spec["id"]):
@@ -140,7 +170,17 @@ def obtain(
 
 def fetch_source(text: str, work: Path, policy: SourcePolicy) -> Candidate:
     """The candidate of a git source, a URL or a path (not a pack id)."""
-    kind = kind_of(text, local=policy.local)
+    kind = kind_of(text, local=policy.local, forge=policy.forge)
+    if kind == "shorthand":
+        url = shorthand(text, policy.forge)
+        assert url is not None  # kind_of said so
+        if policy.local and os.path.lexists(text):  # never guessed: both are named
+            raise InvalidRequest(
+                f"{text} is ambiguous: the repository {url.removeprefix(GIT_PREFIX)} of the "
+                f"configured forge, and ./{text} on this host; write ./{text} to install the "
+                f"folder, or {url} for the repository"
+            )
+        return _git(url, work, policy)
     if kind == "git":
         return _git(text, work, policy)
     if kind == "url":
@@ -151,7 +191,10 @@ def fetch_source(text: str, work: Path, policy: SourcePolicy) -> Candidate:
         raise InvalidRequest(f"{text}: {_ON_SERVER}")
     path = Path(text).expanduser()
     if not path.exists():
-        raise NotFound(f"{text}: no such folder or archive")
+        hint = ""
+        if policy.forge is None and shorthand(text, "https://forge") is not None:
+            hint = " (owner/repo of a git forge needs ONGRID_PACK_GIT_FORGE, or a git URL)"
+        raise NotFound(f"{text}: no such folder or archive{hint}")
     return Candidate(path, str(path.resolve()), remote=False)
 
 

@@ -1,4 +1,4 @@
-"""Safe unpacking of a ``.tar.gz`` or ``.zip`` into a new staging folder, all or nothing.
+"""Safe unpacking of a ``.tar.gz``, ``.tar`` or ``.zip`` into a new staging folder, all or nothing.
 
 Archives are read entry by entry (``tarfile`` in stream mode, ``zipfile`` one member at a
 time) and every file is written by this module, never by ``extractall``. Any violation of the
@@ -16,7 +16,8 @@ raised. On top of those rules:
 - the archive file itself may be at most as large as the same allowance;
 - ``.git`` folders are skipped (never written).
 
-The format is told by the first bytes (gzip or zip), not by the file name. Files are created
+The format is told by the first bytes (gzip, zip, or a tar header's ``ustar``), not by the
+file name. Files are created
 with ``O_EXCL | O_NOFOLLOW`` in folders this module made, so no entry can write through a link.
 
 It must never write outside the staging folder, and never leave a staging folder behind when it
@@ -25,6 +26,7 @@ refuses.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import os
@@ -55,22 +57,29 @@ HEADER_ALLOWANCE = 16 * 1024
 _CHUNK = 256 * 1024
 _GZIP_MAGIC = b"\x1f\x8b"
 _ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")
+#: ``ustar`` at offset 257 of a tar's first header (POSIX ``ustar\0`` and GNU ``ustar ``).
+_TAR_MAGIC = b"ustar"
+_TAR_MAGIC_START = 257
+_TAR_MAGIC_END = _TAR_MAGIC_START + len(_TAR_MAGIC)
 _ZIP_ENCRYPTED = 0x1
 _ZIP_UTF8 = 0x800
 _ZIP_UNIX = 3
 
 
 def archive_kind(path: Path) -> str | None:
-    """``tar.gz`` or ``zip`` by the file's first bytes, None for anything else."""
+    """``tar.gz``, ``tar`` (POSIX ustar or GNU) or ``zip`` by the file's first bytes, None for
+    anything else."""
     try:
         with open(path, "rb") as fh:
-            head = fh.read(4)
+            head = fh.read(_TAR_MAGIC_END)
     except OSError:
         return None
     if head.startswith(_GZIP_MAGIC):
         return "tar.gz"
-    if head in _ZIP_MAGICS:
+    if head[:4] in _ZIP_MAGICS:
         return "zip"
+    if head[_TAR_MAGIC_START:_TAR_MAGIC_END] == _TAR_MAGIC:
+        return "tar"
     return None
 
 
@@ -95,14 +104,14 @@ def unpack_archive(archive: Path, into: Path, limits: Limits | None = None) -> P
     size = st.st_size
     kind = archive_kind(archive)
     if kind is None:
-        raise PackError(f"{archive}: not a .tar.gz or .zip archive (or cannot be read)")
+        raise PackError(f"{archive}: not a .tar.gz, .tar or .zip archive (or cannot be read)")
     if size > stream_cap(limits):
         raise UnsafePack(archive.name, f"the archive is over {stream_cap(limits)} bytes")
     staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=into))
     try:
         writer = Writer(staging, limits)
-        if kind == "tar.gz":
-            _unpack_tar(archive, writer, limits)
+        if kind in ("tar.gz", "tar"):
+            _unpack_tar(archive, writer, limits, compressed=kind == "tar.gz")
         else:
             _unpack_zip(archive, writer, limits)
     except UnsafePack:
@@ -203,9 +212,12 @@ class CappedReader(io.RawIOBase):
         return len(data)
 
 
-def _unpack_tar(archive: Path, writer: Writer, limits: Limits) -> None:
-    with open(archive, "rb") as raw, gzip.GzipFile(fileobj=raw, mode="rb") as unzipped:
-        capped = io.BufferedReader(CappedReader(unzipped, stream_cap(limits), archive.name))
+def _unpack_tar(archive: Path, writer: Writer, limits: Limits, *, compressed: bool) -> None:
+    with open(archive, "rb") as raw, contextlib.ExitStack() as stack:
+        stream: IO[bytes] | gzip.GzipFile = raw
+        if compressed:
+            stream = stack.enter_context(gzip.GzipFile(fileobj=raw, mode="rb"))
+        capped = io.BufferedReader(CappedReader(stream, stream_cap(limits), archive.name))
         with tarfile.open(
             fileobj=capped, mode="r|", encoding="utf-8", errors="surrogateescape"
         ) as tar:

@@ -11,7 +11,7 @@ The pack of a skill, first found wins:
 
 1. the ``name`` of ``.claude-plugin/plugin.json`` in the skill's folder or a folder above it, up
    to the allow-listed root (read like a skill.json: regular file, 1 MiB, JSON, nesting bounded);
-2. the ``id`` of a ``pack.json`` in the same places;
+2. the ``id`` of an ``openclaw.plugin.json``, then of a ``pack.json``, in the same places;
 3. the root's own folder name — its parent's when the root is a ``skills`` folder — without an
    ``owner__`` prefix: ``…/obra__superpowers`` and ``…/obra__superpowers/skills`` are both
    ``superpowers``.
@@ -32,7 +32,11 @@ from ongrid_skills.errors import ManifestError
 from ongrid_skills.skills.skill_json import read_manifest
 
 _PACK_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-_MANIFESTS = ((os.path.join(".claude-plugin", "plugin.json"), "name"), ("pack.json", "id"))
+_MANIFESTS = (
+    (os.path.join(".claude-plugin", "plugin.json"), "name"),
+    ("openclaw.plugin.json", "id"),
+    ("pack.json", "id"),
+)
 
 
 def aliases_of(declared: str, name: str, pack: str | None) -> tuple[str, ...]:

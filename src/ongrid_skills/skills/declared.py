@@ -18,18 +18,24 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ongrid_skills.skills.notices import FIELD_CAPPED, Notice
+
 MAX_TEXT_CHARS = 4096
 MAX_FIELD_BYTES = 8 * 1024
 MAX_EXTRA_BYTES = 32 * 1024
 
-Warnings = list[tuple[str, str]]
+Warnings = list[Notice]
 
 
 def cap_text(value: str, key: str, warnings: Warnings) -> str:
     """``value`` cut at :data:`MAX_TEXT_CHARS` (with ``…``), with a warning when it was."""
     if len(value) <= MAX_TEXT_CHARS:
         return value
-    warnings.append((key, f"{key} is {len(value)} characters; kept the first {MAX_TEXT_CHARS}"))
+    warnings.append(
+        Notice(
+            FIELD_CAPPED, key, f"{key} is {len(value)} characters; kept the first {MAX_TEXT_CHARS}"
+        )
+    )
     return value[: MAX_TEXT_CHARS - 1] + "…"
 
 
@@ -41,13 +47,21 @@ def cap_extra(extra: dict[str, Any], warnings: Warnings) -> dict[str, Any]:
         size = _json_size(value)
         if size > MAX_FIELD_BYTES:
             warnings.append(
-                (key, f"{key} is {size} bytes as JSON, over {MAX_FIELD_BYTES}: not kept")
+                Notice(
+                    FIELD_CAPPED,
+                    key,
+                    f"{key} is {size} bytes as JSON, over {MAX_FIELD_BYTES}: not kept",
+                )
             )
             out[key] = f"(not kept: {size} bytes, over the {MAX_FIELD_BYTES}-byte cap)"
             continue
         if total + size > MAX_EXTRA_BYTES:
             warnings.append(
-                (key, f"{key} not kept: the declared fields pass {MAX_EXTRA_BYTES} bytes")
+                Notice(
+                    FIELD_CAPPED,
+                    key,
+                    f"{key} not kept: the declared fields pass {MAX_EXTRA_BYTES} bytes",
+                )
             )
             out[key] = f"(not kept: the declared fields pass {MAX_EXTRA_BYTES} bytes)"
             continue

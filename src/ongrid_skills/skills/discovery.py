@@ -15,13 +15,15 @@ import os
 import re
 import stat
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ongrid_skills.errors import ManifestError
 from ongrid_skills.paths import is_within
 from ongrid_skills.skills.aliases import PackNames
 from ongrid_skills.skills.bundle import is_skill_file
+from ongrid_skills.skills.load_report import LoaderWarning, LoadReport, Skipped
 from ongrid_skills.skills.model import Skill
+from ongrid_skills.skills.notices import SKILL_NOT_LISTED, Notice
 from ongrid_skills.skills.persona import Persona, load_persona
 from ongrid_skills.skills.skill_json import Location, build_skill, read_manifest
 from ongrid_skills.skills.skill_md import load_skill_md
@@ -30,6 +32,17 @@ from ongrid_skills.types import DEFAULT_TIMEOUT_SECONDS
 LOG = logging.getLogger("ongrid_skills.loader")
 PREFIX = "skill loader: "
 LogSink = Callable[[str], None]
+#: Whether a skill file (its canonical path) may load: a plugin's manifest may list its skills.
+Admit = Callable[[str], bool]
+
+
+def not_listed() -> Notice:
+    """The warning of a skill file an openclaw plugin's manifest does not list."""
+    return Notice(
+        SKILL_NOT_LISTED,
+        "skills",
+        "not under a folder that openclaw.plugin.json lists in skills: not loaded",
+    )
 
 
 #: Why a file or folder was skipped, as stable words a script or a page may rely on (the
@@ -68,69 +81,6 @@ def _escape_control(match: re.Match[str]) -> str:
 def default_sink(line: str) -> None:
     """Send a loader line to the ``ongrid_skills.loader`` logger at INFO."""
     LOG.info(line)
-
-
-@dataclass(frozen=True, slots=True)
-class Skipped:
-    """One file or folder a load skipped, and why (``GET /v1/loader`` lists them).
-
-    ``what`` is ``skill.json``, ``SKILL.md``, ``persona`` or ``dir``; ``kind`` is ``parse`` or
-    ``build`` (a refused file: ``error`` holds it), ``duplicate`` (a name already taken: not an
-    error) or ``dir``; ``log_line`` is the loader line that reported it; ``code`` is why, as
-    one of the stable words of :data:`LOAD_CODES`."""
-
-    what: str
-    kind: str
-    path: str
-    reason: str
-    log_line: str
-    name: str | None = None
-    error: ManifestError | None = None
-    code: str = "invalid_manifest"
-
-    def to_dict(self) -> dict[str, object]:
-        err = self.error
-        return {
-            "what": self.what,
-            "kind": self.kind,
-            "code": self.code,
-            "path": self.path,
-            "name": self.name,
-            "reason": self.reason,
-            "line": err.line if err is not None else None,
-            "column": err.column if err is not None else None,
-            "field": err.field if err is not None else None,
-            "log_line": self.log_line,
-        }
-
-
-@dataclass(slots=True)
-class LoadReport:
-    """What a load found: log lines (without the prefix), errors, what it skipped, counts."""
-
-    lines: list[str] = field(default_factory=list)
-    errors: list[ManifestError] = field(default_factory=list)
-    skipped: list[Skipped] = field(default_factory=list)
-    registered: int = 0
-    duplicates: int = 0
-    skipped_dirs: int = 0
-
-    def failure(self, name: str, what: tuple[str, ...] = ("skill.json", "SKILL.md")) -> str | None:
-        """Why a file that would have given ``name`` was refused, if one was: a file whose
-        declared name is ``name``, else one in a folder named after it (a file that could not
-        be parsed has no name). None when no refused file matches."""
-        by_folder = None
-        for item in self.skipped:
-            if item.error is None or item.what not in what:
-                continue
-            if item.name == name:
-                return f"{item.reason} (in {item.path})"
-            stem = os.path.basename(os.path.dirname(item.path))
-            if item.what == "persona":
-                stem = os.path.splitext(os.path.basename(item.path))[0]
-            if by_folder is None and stem.lower().replace("-", "_") == name:
-                by_folder = f"{item.reason} (in {item.path})"
-        return by_folder
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,6 +221,14 @@ class Walker:
             Skipped(self.what, err.kind, err.path, err.message, line, name, err, load_code(err))
         )
 
+    def warn(self, notice: Notice, path: str, name: str | None = None) -> None:
+        """Log a warning about ``path`` (``warning PATH: message``) and keep it, with its code."""
+        self.log(f"warning {path}: {notice.message}")
+        line = PREFIX + self.report.lines[-1]
+        self.report.warnings.append(
+            LoaderWarning(notice.code, path, notice.message, line, name, notice.key)
+        )
+
     def duplicate(
         self, name: str | None, path: str, reason: str, message: str, code: str = "name_taken"
     ) -> None:
@@ -300,12 +258,17 @@ def load_external(
     source: str = "external",
     *,
     default_timeout: int = DEFAULT_TIMEOUT_SECONDS,
+    admit: Admit | None = None,
 ) -> int:
-    """Register every valid skill.json under ``dirs`` into ``skills``; return how many."""
+    """Register every valid skill.json under ``dirs`` into ``skills``; return how many.
+    ``admit``: whether a file (canonical path) may load (a plugin's listed skills)."""
     walker = Walker(sink, report)
     count = 0
     for root in walker.roots(dirs):
         for shown, real in walker.files(root, lambda name: name == "skill.json"):
+            if admit is not None and not admit(real):
+                walker.warn(not_listed(), shown)
+                continue
             try:
                 raw, obj = read_manifest(real)
                 folder = real.rpartition("/")[0] or "/"  # real is absolute: its folder
@@ -335,11 +298,12 @@ def load_personas(
     report: LoadReport,
     sink: LogSink | None = None,
 ) -> int:
-    """Load persona files (``*.md``) under ``dirs``; the first of a name wins."""
+    """Load persona files (``*.md``) under ``dirs``; the first of a name wins. A folder's
+    ``README.md`` (or ``CHANGELOG.md``, any letter case) is its documentation: skipped."""
     walker = Walker(sink, report, "persona")
     count = 0
     for root in walker.roots(dirs):
-        for shown, real in walker.files(root, lambda name: name.endswith(".md")):
+        for shown, real in walker.files(root, is_persona_file):
             try:
                 persona = load_persona(real)
             except ManifestError as err:
@@ -365,6 +329,7 @@ def load_native(
     config: Mapping[str, str],
     source: str = "native",
     default_timeout: int = DEFAULT_TIMEOUT_SECONDS,
+    admit: Admit | None = None,
 ) -> int:
     """Register the skills of every SKILL.md under ``dirs``; first name wins, as for skill.json.
 
@@ -378,6 +343,9 @@ def load_native(
         packs = PackNames(root.real, root.shown, walker.log)
         folders: dict[str, str] = {}  # folder → the skill file it holds
         for shown, real in walker.files(root, is_skill_file):
+            if admit is not None and not admit(real):
+                walker.warn(not_listed(), shown)
+                continue
             folder = os.path.dirname(shown)
             if folder in folders:
                 why = f"{folders[folder]} is the skill file of this folder"
@@ -399,8 +367,8 @@ def load_native(
                 err.path = shown
                 walker.refuse(err)
                 continue
-            for _key, message in doc.warnings:
-                walker.log(f"warning {shown}: {message}")
+            for notice in doc.warnings:
+                walker.warn(notice, shown, doc.name)
             for skill in doc.skills:
                 if skill.name in skills:
                     report.duplicates += 1
@@ -417,6 +385,13 @@ def load_native(
 
 
 _TAKEN = '"{}" is already registered (the first one found wins)'
+#: Markdown files of a persona folder that document it and are never personas.
+NOT_PERSONAS = frozenset({"readme.md", "changelog.md"})
+
+
+def is_persona_file(name: str) -> bool:
+    """Whether a file of a persona folder is a persona: ``*.md`` but its documentation."""
+    return name.endswith(".md") and name.lower() not in NOT_PERSONAS
 
 
 def _duplicate_line(kept: Skill, skipped: Skill, shown: str) -> str:
@@ -429,3 +404,16 @@ def _duplicate_line(kept: Skill, skipped: Skill, shown: str) -> str:
             f"keeping {kept.origin}, skipping {shown}"
         )
     return f'skill "{skipped.name}" already registered, skipping {shown}'
+
+
+__all__ = [
+    "LoadReport",
+    "LoaderWarning",
+    "Skipped",
+    "Walker",
+    "format_error",
+    "is_persona_file",
+    "load_external",
+    "load_native",
+    "load_personas",
+]

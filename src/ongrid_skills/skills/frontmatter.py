@@ -28,6 +28,7 @@ from typing import Any
 
 from ongrid_skills.errors import ManifestError
 from ongrid_skills.paths import NotRegularFile, read_regular
+from ongrid_skills.skills.notices import FRONTMATTER_FLAT, Notice
 from ongrid_skills.skills.safe_yaml import (
     MAX_DEPTH,
     MAX_SCALAR_CHARS,
@@ -51,7 +52,7 @@ class Frontmatter:
     meta: dict[str, Any]
     body: str
     body_line: int
-    warnings: list[tuple[str, str]] = field(default_factory=list)  # (key, message)
+    warnings: list[Notice] = field(default_factory=list)
 
 
 def read_text(path: str) -> str:
@@ -120,7 +121,7 @@ def parse_frontmatter(text: str, path: str, *, tolerant: bool = False) -> Frontm
             kind="parse",
             line=start + 1,
         )
-    warnings: list[tuple[str, str]] = []
+    warnings: list[Notice] = []
     try:
         meta = load_mapping(source, path, start + 1) if source.strip() else {}
     except YamlSyntaxError as exc:
@@ -132,7 +133,8 @@ def parse_frontmatter(text: str, path: str, *, tolerant: bool = False) -> Frontm
         meta = flat
         key = _key_at(source, exc.line - start - 1)
         warnings.append(
-            (
+            Notice(
+                FRONTMATTER_FLAT,
                 key,
                 f"frontmatter is not valid YAML ({exc.message.removeprefix('frontmatter YAML: ')}"
                 f", line {exc.line}); read as flat key: value lines, as openclaw does",

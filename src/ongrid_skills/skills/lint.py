@@ -15,15 +15,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ongrid_skills.errors import ManifestError
 from ongrid_skills.paths import is_within, read_regular
 from ongrid_skills.settings import Settings
 from ongrid_skills.skills.bundle import is_skill_file
-from ongrid_skills.skills.discovery import LoadReport, Walker
+from ongrid_skills.skills.commands import command_files, load_command
+from ongrid_skills.skills.discovery import LoadReport, Walker, not_listed
 from ongrid_skills.skills.frontmatter import key_line
 from ongrid_skills.skills.persona import load_persona
+from ongrid_skills.skills.plugins import PluginPlan, plan_of
 from ongrid_skills.skills.skill_json import (
     Location,
     build_skill,
@@ -32,6 +34,7 @@ from ongrid_skills.skills.skill_json import (
     unknown_fields,
 )
 from ongrid_skills.skills.skill_md import load_skill_md
+from ongrid_skills.types import DEFAULT_TIMEOUT_SECONDS
 
 _NOT_PERSONAS = {"README.md", "CHANGELOG.md"}
 PACK_AGENTS = "agents"
@@ -49,9 +52,13 @@ class Finding:
     #: What kind of finding, for callers that weigh some differently (a pack refuses a
     #: duplicate name the loader would merely skip): "duplicate", "persona" or "".
     rule: str = ""
+    #: The loader warning's stable code (skills/notices.py), when the finding is one.
+    code: str = ""
 
     def format(self) -> str:
-        return f"{self.path}:{self.line}:{self.column}: {self.severity}: {self.message}"
+        """``path:line:col: severity: message``, then ``[code]`` for a coded loader warning."""
+        coded = f" [{self.code}]" if self.code else ""
+        return f"{self.path}:{self.line}:{self.column}: {self.severity}: {self.message}{coded}"
 
 
 def validate_paths(paths: list[str], persona_dirs: Iterable[str] = ()) -> list[Finding]:
@@ -78,15 +85,66 @@ def _validate_dir(path: str, seen: dict[str, str], personas: list[str]) -> list[
     walker = Walker(lambda _line: None, report)
     for root in walker.roots([path]):
         homes = _PersonaHomes(root.real, personas)
+        plan = plan_of(root.real)  # the folder may be a pack or plugin: its manifests count
+        for relative, notice in plan.notices:
+            shown = os.path.join(root.shown, relative)
+            out.append(Finding(shown, 1, 1, "warning", notice.message, code=notice.code))
         for shown, real in walker.files(root, _lintable):
             if _is_persona_candidate(real) and not homes.holds(real):
                 continue  # documentation beside skills, not a persona
-            out.extend(_validate_file(real, root.real, root.shown, seen, shown=shown))
+            if not _is_persona_candidate(real) and not plan.admits(real):
+                notice = not_listed()
+                out.append(Finding(shown, 1, 1, "warning", notice.message, code=notice.code))
+                continue
+            found = _validate_file(real, root.real, root.shown, seen, shown=shown)
+            out.extend(_as_plugin_agent(f) if plan.is_plugin else f for f in found)
+        out.extend(_validate_commands(plan, root.shown, seen))
     for err in report.errors:
         out.append(Finding(err.path, err.line, err.column, "error", err.message))
     for line in report.lines:
         if line.startswith("skip unreadable dir"):
             out.append(Finding(path, 1, 1, "warning", line))
+    return out
+
+
+def _as_plugin_agent(finding: Finding) -> Finding:
+    """A plugin's ``agents/*.md`` that is no persona is a Claude Code sub-agent: a warning (as
+    a pack install says), not an error."""
+    if finding.rule != "persona" or finding.severity != "error":
+        return finding
+    message = f"{finding.message} (a Claude Code agent, not loaded as a persona)"
+    return replace(finding, severity="warning", message=message)
+
+
+def _validate_commands(plan: PluginPlan, shown_root: str, seen: dict[str, str]) -> list[Finding]:
+    """Each Claude Code command file of a plugin, read as the loader reads it."""
+    out: list[Finding] = []
+    for folder in plan.commands:
+        for real in command_files(folder):
+            shown = shown_root + real[len(plan.root) :]
+            try:
+                doc = load_command(
+                    real,
+                    shown=shown,
+                    base_dir=plan.root,
+                    source="native",
+                    default_timeout=DEFAULT_TIMEOUT_SECONDS,
+                )
+            except ManifestError as err:
+                out.append(Finding(shown, err.line, err.column, "error", err.message))
+                continue
+            for notice in doc.warnings:
+                out.append(Finding(shown, 1, 1, "warning", notice.message, code=notice.code))
+            if doc.skill is None:
+                continue
+            if doc.skill.name in seen:
+                message = (
+                    f'name "{doc.skill.name}" is already used by {seen[doc.skill.name]}; '
+                    "the loader keeps the first one and skips this one"
+                )
+                out.append(Finding(shown, 1, 1, "warning", message, rule="duplicate"))
+            else:
+                seen[doc.skill.name] = shown
     return out
 
 
@@ -229,7 +287,10 @@ def _validate_skill_md(
             line = key_line(_text(real), err.field)
         return [Finding(shown, line, err.column, "error", err.message)]
     text = _text(real)
-    out = [Finding(shown, key_line(text, key), 1, "warning", msg) for key, msg in doc.warnings]
+    out = [
+        Finding(shown, key_line(text, n.key), 1, "warning", n.message, code=n.code)
+        for n in doc.warnings
+    ]
     for skill in doc.skills:
         if not skill.available:
             out.append(

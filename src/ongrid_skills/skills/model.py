@@ -115,6 +115,8 @@ class Skill:
     available: bool = True
     unavailable_reason: str | None = None
     confirmation_required: bool = False
+    #: A SKILL.md tool's ``confirmation`` as declared (required, not-required, self-managed).
+    confirmation: str | None = None
     origin: str = ""  # the manifest file it came from
     target: SpawnTarget | None = None
     builtin: Any = None  # an in-process callable (see ongrid_skills.builtins.base)
@@ -131,6 +133,8 @@ class Skill:
     placement: Placement | None = None  # set on the manager for skills edge workers announce
     # The credentials it needs (SPEC §18): slots an admin binds a stored credential to.
     credentials: tuple[CredentialSlot, ...] = ()
+    #: An instructions skill whose tools this build cannot run: (tool, impl, why) of each.
+    unavailable_tools: tuple[tuple[str, str, str], ...] = ()
     _validator: jsonschema_rs.Validator | None = None
     _load_hash: str | None = None
 
@@ -202,6 +206,17 @@ class Skill:
                 {"credentials": [s.to_dict() for s in self.credentials]} if self.credentials else {}
             ),
             **({"placement": self.placement.to_dict()} if self.placement else {}),
+            **({"confirmation": self.confirmation} if self.confirmation else {}),
+            **(
+                {
+                    "unavailable_tools": [
+                        {"name": tool, "impl": impl, "reason": why}
+                        for tool, impl, why in self.unavailable_tools
+                    ]
+                }
+                if self.unavailable_tools
+                else {}
+            ),
         }
 
 

@@ -19,6 +19,7 @@ from typing import Any
 from ongrid_skills.errors import ManifestError
 from ongrid_skills.skills.declared import cap_extra, cap_text
 from ongrid_skills.skills.frontmatter import read_text, split_frontmatter
+from ongrid_skills.skills.notices import Notice
 from ongrid_skills.types import PermissionMode
 
 KNOWN_KEYS = (
@@ -168,14 +169,14 @@ def build_persona(meta: dict[str, Any], body: str, path: str) -> Persona:
         raise fail("can_delegate must be true or false", "can_delegate")
     extra = {k: v for k, v in meta.items() if k not in KNOWN_KEYS}
     warnings.extend(f"unknown key {k!r} is kept but not used" for k in extra)
-    capped: list[tuple[str, str]] = []  # stored fields are size-capped (skills/declared.py)
+    capped: list[Notice] = []  # stored fields are size-capped (skills/declared.py)
     description = cap_text(str(meta["description"]).strip(), "description", capped)
     when_to_use = cap_text(str(meta["when_to_use"]).strip(), "when_to_use", capped)
     reminder = meta.get("critical_reminder")
     if reminder is not None:
         reminder = cap_text(reminder, "critical_reminder", capped)
     extra = cap_extra(extra, capped)
-    warnings.extend(message for _key, message in capped)
+    warnings.extend(notice.message for notice in capped)
     return Persona(
         name=name,
         description=description,

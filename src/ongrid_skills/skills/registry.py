@@ -26,6 +26,7 @@ from ongrid_skills.skills.discovery import (
 )
 from ongrid_skills.skills.impls import bundled_dir, resolve
 from ongrid_skills.skills.model import Skill
+from ongrid_skills.skills.pack_load import load_pack_root
 from ongrid_skills.skills.persona import BUNDLED_PERSONAS, Persona
 from ongrid_skills.skills.schemas import signature_schema
 from ongrid_skills.skills.search import SearchIndex
@@ -272,7 +273,8 @@ def build_registry(
 
     Order (the first of a name wins): ``extra``, the internal catalogue tools and the bundled
     SKILL.md catalogue (``bundled``), ``native_dirs`` (SKILL.md), ``external_dirs``
-    (skill.json), the installed packs (``pack_roots``: SKILL.md then skill.json under each),
+    (skill.json), the installed packs (``pack_roots``: SKILL.md, Claude Code commands, then
+    skill.json under each; an openclaw plugin's listed skills only: skills/pack_load.py),
     then personas (``persona_dirs``, then each pack's ``agents/``).
     """
     packs = tuple(pack_roots)
@@ -297,11 +299,15 @@ def build_registry(
     load_external(list(external_dirs), skills, report, sink, default_timeout=default_timeout)
     for root in packs:  # packs/<id>/<version>: its skills say which pack they came from
         source = f"pack:{os.path.basename(os.path.dirname(root))}"
-        timeout = default_timeout
-        load_native(
-            [root], skills, report, sink, config=config, source=source, default_timeout=timeout
+        load_pack_root(
+            root,
+            skills,
+            report,
+            sink,
+            config=config,
+            source=source,
+            default_timeout=default_timeout,
         )
-        load_external([root], skills, report, sink, source, default_timeout=timeout)
     personas: dict[str, Persona] = dict(BUNDLED_PERSONAS)
     agents = [os.path.join(root, "agents") for root in packs]
     load_personas([*persona_dirs, *(a for a in agents if os.path.isdir(a))], personas, report, sink)

@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ongrid_skills.errors import ManifestError
+from ongrid_skills.skills.notices import OPENCLAW_FIELD_IGNORED, Notice
 
 #: The keys an openclaw block may live under in ``metadata``, newest first.
 OPENCLAW_KEYS = ("openclaw", "clawdbot", "clawdis", "moltbot")
@@ -34,7 +35,7 @@ _OS_ALIASES = {"win32": "windows", "macos": "darwin", "osx": "darwin", "mac": "d
 _FALSE = ("", "0", "false", "no", "off")
 
 Fail = Callable[[str, str, str], ManifestError]
-Warnings = list[tuple[str, str]]
+Warnings = list[Notice]
 
 
 def host_os() -> str:
@@ -115,7 +116,11 @@ def openclaw_unmet(
     if requires is None:
         return None
     if not isinstance(requires, dict):
-        warnings.append(("metadata", f"{where}.requires is not a mapping; ignored"))
+        warnings.append(
+            Notice(
+                OPENCLAW_FIELD_IGNORED, "metadata", f"{where}.requires is not a mapping; ignored"
+            )
+        )
         return None
     bins = _names(requires.get("bins"), f"{where}.requires.bins", warnings)
     missing = [b for b in bins if shutil.which(b) is None]
@@ -144,5 +149,7 @@ def _names(value: Any, where: str, warnings: Warnings) -> list[str]:
         return [value] if value.strip() else []
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
         return [v for v in value if v.strip()]
-    warnings.append(("metadata", f"{where} is not a list of names; ignored"))
+    warnings.append(
+        Notice(OPENCLAW_FIELD_IGNORED, "metadata", f"{where} is not a list of names; ignored")
+    )
     return []

@@ -9,10 +9,16 @@ The format of Claude Code / Anthropic Agent Skills and openclaw, loaded unchange
   in-process, ``impl: exec:<relative path>`` runs under the wire protocol of SPEC §4; its
   canonical path must lie under the SKILL.md's own folder, not only under the allow-list root).
 - No ``tools``: an *instructions skill*; the model sees its name and description and reads the
-  body on demand with ``read_skill``.
+  body on demand with ``read_skill``. So is a SKILL.md none of whose tools' impls exists in
+  this build (those tools are listed unavailable on it: :mod:`.skill_md_tools`), and one that
+  declares ``scope: edge`` without a tool (read on the manager; a warning says so).
 - ``metadata.os`` / ``metadata.requires.bins`` / ``metadata.requires.config`` not met, openclaw's
-  ``metadata.openclaw`` requirements not met (:mod:`~ongrid_skills.skills.requirements`), or an
-  impl that resolves to nothing: the skill is listed *unavailable* with the reason.
+  ``metadata.openclaw`` requirements not met (:mod:`~ongrid_skills.skills.requirements`), a
+  ``metadata.ongrid.min_ongrid_version`` newer than this build
+  (:mod:`~ongrid_skills.skills.ongrid_block`), or a builtin impl that resolves to nothing beside
+  tools that do: the skill is listed *unavailable* with the reason.
+- ``metadata`` and its children written as one line of JSON text are read as the object they
+  hold; ``metadata.<key>`` written as one dotted top-level key is folded into ``metadata``.
 - Unknown keys (``allowed-tools``, ``license``, ``metadata.openclaw``…) are kept in ``extra``,
   size-capped (:mod:`~ongrid_skills.skills.declared`); a ``tools`` key in another format (plain
   strings, entries without ``impl``) is kept there too, with a warning.
@@ -30,13 +36,27 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ongrid_skills.errors import ManifestError
-from ongrid_skills.paths import ENV_NAME_RE, check_entry
 from ongrid_skills.skills.aliases import aliases_of
-from ongrid_skills.skills.credential_slots import SlotError, parse_slots
 from ongrid_skills.skills.declared import cap_extra, cap_text
 from ongrid_skills.skills.frontmatter import parse_frontmatter, read_text
-from ongrid_skills.skills.impls import resolve
-from ongrid_skills.skills.model import SCOPE_MANAGER, Skill, SpawnTarget, parse_scope, scope_problem
+from ongrid_skills.skills.model import SCOPE_MANAGER, Skill, parse_scope
+from ongrid_skills.skills.notices import (
+    ACTIVATION_OVERRIDDEN,
+    CREDENTIALS_NOT_USED,
+    EDGE_INSTRUCTIONS,
+    FOREIGN_TOOLS,
+    IMPL_UNAVAILABLE,
+    NAME_NORMALISED,
+    UNKNOWN_KEY,
+    Notice,
+)
+from ongrid_skills.skills.ongrid_block import (
+    declared_fields,
+    min_version,
+    parse_json_children,
+    version_notice,
+    version_problem,
+)
 from ongrid_skills.skills.requirements import (
     OPENCLAW_KEYS,
     metadata_mapping,
@@ -44,9 +64,10 @@ from ongrid_skills.skills.requirements import (
     openclaw_block,
     openclaw_unmet,
 )
-from ongrid_skills.skills.schemas import EMPTY_OBJECT_SCHEMA, schema_problem, signature_schema
-from ongrid_skills.skills.skill_json import MAX_NAME_LENGTH, NAME_RE
-from ongrid_skills.types import DEFAULT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS, SkillClass
+from ongrid_skills.skills.schemas import EMPTY_OBJECT_SCHEMA
+from ongrid_skills.skills.skill_json import MAX_NAME_LENGTH
+from ongrid_skills.skills.skill_md_tools import build_tool, missing_impls
+from ongrid_skills.types import DEFAULT_TIMEOUT_SECONDS
 
 KNOWN_KEYS = (
     "name",
@@ -56,17 +77,6 @@ KNOWN_KEYS = (
     "activation",
     "metadata",
     "tools",
-)
-TOOL_KEYS = (
-    "name",
-    "impl",
-    "class",
-    "description",
-    "when_to_use",
-    "confirmation",
-    "timeout_seconds",
-    "schema",
-    "env_allow",
 )
 #: The ``metadata`` keys we read; any other one (openclaw's ``metadata.openclaw``…) is kept in
 #: ``extra`` as ``metadata.<key>``.
@@ -88,7 +98,7 @@ class SkillDoc:
 
     name: str
     skills: list[Skill] = field(default_factory=list)
-    warnings: list[tuple[str, str]] = field(default_factory=list)  # (key, message)
+    warnings: list[Notice] = field(default_factory=list)
     body: str = ""
 
 
@@ -120,7 +130,9 @@ def load_skill_md(
     if not name:
         raise fail(f"name {raw_name!r} has no letters or digits", "name", raw_name)
     if name != raw_name:
-        doc.warnings.append(("name", f'name "{raw_name}" normalised to "{name}"'))
+        doc.warnings.append(
+            Notice(NAME_NORMALISED, "name", f'name "{raw_name}" normalised to "{name}"')
+        )
     if len(name) > MAX_NAME_LENGTH:
         raise fail(f"name is {len(name)} characters, at most {MAX_NAME_LENGTH}", "name", name)
     description = meta.get("description")
@@ -133,6 +145,7 @@ def load_skill_md(
     metadata = metadata_mapping(meta.get("metadata"))
     if metadata is None:
         raise fail("metadata must be a mapping", "metadata", name)
+    metadata = parse_json_children(_fold_dotted(meta, metadata))
     activation, keywords = _activation(meta, metadata, fail, name, doc)
     scope = _scope(metadata, fail, name)
     problem = ongrid_unmet(metadata, config, fail, name)
@@ -141,23 +154,32 @@ def load_skill_md(
     claw = openclaw_block(metadata)
     if problem is None and claw is not None:
         problem = openclaw_unmet(*claw, config, doc.warnings)
+    wanted = min_version(metadata)
+    checked = version_notice(wanted)
+    if checked is not None:
+        doc.warnings.append(checked)
+    problem = problem or version_problem(wanted)
     tools = meta.get("tools")
     if tools is not None and tools != [] and not _our_tools(tools):
         doc.warnings.append(
-            (
+            Notice(
+                FOREIGN_TOOLS,
                 "tools",
                 "tools are not declarations of ours (each needs a name and an impl): "
                 "kept and shown as metadata, loaded as an instructions skill",
             )
         )
         tools = None
-    extra = {k: v for k, v in meta.items() if k not in KNOWN_KEYS}
+    extra = {k: v for k, v in meta.items() if k not in KNOWN_KEYS and not k.startswith("metadata.")}
     if tools is None and meta.get("tools"):
         extra["tools"] = meta["tools"]
     extra.update({f"metadata.{k}": v for k, v in metadata.items() if k not in KNOWN_METADATA_KEYS})
     for key in extra:
         if key != "tools" and key.removeprefix("metadata.") not in OPENCLAW_KEYS:
-            doc.warnings.append((key, f"unknown key {key!r} is kept and shown, not used"))
+            doc.warnings.append(
+                Notice(UNKNOWN_KEY, key, f"unknown key {key!r} is kept and shown, not used")
+            )
+    extra.update(declared_fields(metadata, doc.warnings))
     if extra or "version" in meta:
         extra = cap_extra({**extra, "version": meta.get("version")}, doc.warnings)
     folder = os.path.dirname(path)
@@ -174,30 +196,20 @@ def load_skill_md(
         "base_dir": folder,
         "scope": scope,
     }
-    if tools is None or tools == []:
-        if declared_slots:
-            raise fail(
-                "metadata.requires.credentials needs a tool that runs (exec:): an instructions "
-                "skill has no process to give a credential to",
-                "metadata",
-                name,
-            )
-        problem_scope = scope_problem(scope, EMPTY_OBJECT_SCHEMA, "instructions")
-        if problem_scope is not None:
-            raise fail(problem_scope, "metadata", name)
+    missing = missing_impls(tools)
+    if tools is None or tools == [] or missing:
         doc.skills.append(
-            Skill(
-                name=name,
-                description=description,
-                kind="instructions",
-                category="instructions",
-                schema=dict(EMPTY_OBJECT_SCHEMA),
-                available=problem is None,
-                unavailable_reason=problem,
-                timeout_seconds=default_timeout,
-                declared_name=raw_name,
-                aliases=aliases_of(raw_name, name, pack),
-                **common,
+            _instructions(
+                raw_name,
+                name,
+                description,
+                problem,
+                declared_slots,
+                missing,
+                pack,
+                common,
+                doc,
+                default_timeout,
             )
         )
         return doc
@@ -205,7 +217,7 @@ def load_skill_md(
         raise fail("tools must be a list", "tools", name)
     for index, tool in enumerate(tools):
         doc.skills.append(
-            _tool(
+            build_tool(
                 tool,
                 index,
                 description,
@@ -216,7 +228,8 @@ def load_skill_md(
                 default_timeout,
                 fail,
                 common,
-                doc,
+                doc.name,
+                doc.warnings,
                 declared_slots,
             )
         )
@@ -227,6 +240,72 @@ def load_skill_md(
     if all(s.name != name for s in doc.skills):  # the SKILL.md's own name reaches its first tool
         first.aliases = (*first.aliases, *aliases_of(raw_name, name, pack), name)
     return doc
+
+
+def _instructions(
+    raw_name: str,
+    name: str,
+    description: str,
+    problem: str | None,
+    declared_slots: Any,
+    missing: list[tuple[str, str, str]],
+    pack: str | None,
+    common: dict[str, Any],
+    doc: SkillDoc,
+    default_timeout: int,
+) -> Skill:
+    """The one instructions skill of a SKILL.md without tools of ours, or whose every tool's
+    impl this build lacks (``missing``: listed unavailable on it, so its text still reaches
+    the model). A host scope or credentials need a process: kept and shown, with a warning."""
+    if missing:
+        listed = ", ".join(f"{tool} ({reason})" for tool, _impl, reason in missing)
+        doc.warnings.append(
+            Notice(
+                IMPL_UNAVAILABLE,
+                "tools",
+                f"no tool's impl exists in this build ({listed}): loaded as an instructions "
+                "skill, those tools listed as unavailable",
+            )
+        )
+    if declared_slots:
+        doc.warnings.append(
+            Notice(
+                CREDENTIALS_NOT_USED,
+                "metadata",
+                "metadata.requires.credentials is kept and shown, but an instructions skill has "
+                "no process to give a credential to",
+            )
+        )
+    if common["scope"] != SCOPE_MANAGER:
+        doc.warnings.append(
+            Notice(
+                EDGE_INSTRUCTIONS,
+                "metadata",
+                "scope edge (host) on a skill without a tool that runs: loaded as an "
+                "instructions skill, read on the manager (nothing runs on a host)",
+            )
+        )
+    return Skill(
+        name=name,
+        description=description,
+        kind="instructions",
+        category="instructions",
+        schema=dict(EMPTY_OBJECT_SCHEMA),
+        available=problem is None,
+        unavailable_reason=problem,
+        timeout_seconds=default_timeout,
+        declared_name=raw_name,
+        aliases=aliases_of(raw_name, name, pack),
+        unavailable_tools=tuple(missing),
+        **{**common, "scope": SCOPE_MANAGER},
+    )
+
+
+def _fold_dotted(meta: dict[str, Any], metadata: dict[str, Any]) -> dict[str, Any]:
+    """``metadata`` with top-level ``metadata.<key>`` keys (written dotted, as one line) folded
+    in; a key ``metadata`` itself sets wins."""
+    dotted = {k.removeprefix("metadata."): v for k, v in meta.items() if k.startswith("metadata.")}
+    return {**dotted, **metadata} if dotted else metadata
 
 
 def _our_tools(tools: Any) -> bool:
@@ -265,7 +344,11 @@ def _activation(
     chosen = nested if nested is not None else top
     if nested is not None and top is not None and nested != top:
         doc.warnings.append(
-            ("activation", "metadata.ongrid.activation overrides the top-level activation")
+            Notice(
+                ACTIVATION_OVERRIDDEN,
+                "activation",
+                "metadata.ongrid.activation overrides the top-level activation",
+            )
         )
     if chosen is None:
         return None, ()
@@ -282,118 +365,13 @@ def _activation(
     return str(mode), tuple(k.lower() for k in keywords)
 
 
-def _tool(
-    tool: Any,
-    index: int,
-    description: str,
-    problem: str | None,
-    folder: str,
-    root: str,
-    shown_root: str,
-    default_timeout: int,
-    fail: Any,
-    common: dict[str, Any],
-    doc: SkillDoc,
-    declared_slots: Any = None,
-) -> Skill:
-    where = f"tools[{index}]"
-    if not isinstance(tool, dict):
-        raise fail(f"{where} must be a mapping", "tools", doc.name)
-    tname = tool.get("name")
-    if not isinstance(tname, str) or not NAME_RE.fullmatch(tname) or len(tname) > 64:
-        raise fail(f"{where}.name {tname!r} must match [a-z0-9_]+ (≤ 64)", "tools", doc.name)
-    for key in tool:
-        if key not in TOOL_KEYS:
-            doc.warnings.append(("tools", f"{where}: unknown key {key!r} is ignored"))
-    try:
-        skill_class = SkillClass.parse(str(tool.get("class", "safe")))
-    except ValueError:
-        raise fail(f"{where}.class {tool.get('class')!r} is not a class", "tools", tname) from None
-    timeout = tool.get("timeout_seconds", 0) or 0
-    if (
-        isinstance(timeout, bool)
-        or not isinstance(timeout, int)
-        or not (0 <= timeout <= MAX_TIMEOUT_SECONDS)
-    ):
-        raise fail(f"{where}.timeout_seconds must be an integer 0..86400", "tools", tname)
-    impl = tool.get("impl")
-    if not isinstance(impl, str) or ":" not in impl:
-        raise fail(
-            f"{where}.impl must be builtin:<module>.<function> or exec:<path>", "tools", tname
-        )
-    kind, _, target_name = impl.partition(":")
-    tdesc = tool.get("description")
-    skill = Skill(
-        name=tname,
-        description=tdesc.strip() if isinstance(tdesc, str) and tdesc.strip() else description,
-        skill_class=skill_class,
-        category="native",
-        kind="native",
-        timeout_seconds=timeout or default_timeout,
-        confirmation_required=tool.get("confirmation") == "required",
-        available=problem is None,
-        unavailable_reason=problem,
-        **{**common, "when_to_use": tool.get("when_to_use") or common["when_to_use"]},
-    )
-    declared = tool.get("schema")
-    if declared is not None:
-        issue = schema_problem(declared)
-        if issue is not None:
-            raise fail(f"{where}: {issue}", "tools", tname)
-        skill.schema = declared
-    if kind == "builtin":
-        if declared_slots:
-            raise fail(
-                f"{where}: metadata.requires.credentials needs an exec: tool; a builtin: runs "
-                "in the manager's process, where no credential is injected",
-                "tools",
-                tname,
-            )
-        fn, reason = resolve(target_name)
-        if fn is None:
-            skill.available, skill.unavailable_reason = False, reason
-        else:
-            skill.builtin = fn
-            if declared is None:
-                skill.schema = signature_schema(fn)
-    elif kind == "exec":
-        skill.kind = "subprocess"
-        env_allow = tool.get("env_allow") or []
-        if not isinstance(env_allow, list) or not all(
-            isinstance(e, str) and ENV_NAME_RE.fullmatch(e) for e in env_allow
-        ):
-            raise fail(f"{where}.env_allow must be a list of variable names", "tools", tname)
-        joined = os.path.normpath(os.path.join(folder, target_name))
-        # The allow-list root holds other skills and packs too: an exec: entry is this skill's
-        # own script, so its canonical path must lie under this SKILL.md's (canonical) folder,
-        # here and again before every spawn (SpawnTarget.confine).
-        check = check_entry(joined, root, shown_root, folder)
-        if check.problem is not None:
-            raise fail(check.problem, "tools", tname)
-        skill.target = SpawnTarget(
-            entry=check.path,
-            root=root,
-            folder=folder,
-            env_allow=tuple(env_allow),
-            shown_root=shown_root,
-            fingerprint=check.fingerprint,
-            confine=folder,
-        )
-        try:
-            skill.credentials = parse_slots(declared_slots, tuple(env_allow))
-        except SlotError as exc:
-            raise fail(f"metadata.requires.credentials: {exc}", "metadata", tname) from None
-    else:
-        raise fail(f"{where}.impl kind {kind!r} is not builtin or exec", "tools", tname)
-    issue = scope_problem(skill.scope, skill.schema, skill.kind)
-    if issue is not None:
-        raise fail(f"{where}: {issue}", "tools", tname)
-    return skill
-
-
 def read_body(skill: Skill) -> str:
-    """The Markdown body of the SKILL.md a skill came from (read on demand, not kept)."""
-    return parse_frontmatter(read_text(skill.origin), skill.origin, tolerant=True).body
+    """The Markdown body of the SKILL.md a skill came from (read on demand, not kept); a
+    Claude Code command file (:mod:`.commands`) may have no frontmatter: all of it then."""
+    text = read_text(skill.origin)
+    if skill.category == "command" and not text.lstrip().startswith("---"):
+        return text
+    return parse_frontmatter(text, skill.origin, tolerant=True).body
 
 
 __all__ = ["SkillDoc", "load_skill_md", "normalise_name", "read_body"]

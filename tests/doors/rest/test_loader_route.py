@@ -24,8 +24,11 @@ def server(tmp_path: Path) -> Iterator[Server]:
     write_skill(skills, "good", folder="good-again")
     native = tmp_path / "native"
     write_skill_md(native, "notes", {"name": "notes"})  # no description: refused
+    runbook = {"name": "disk-runbook", "description": "Free a disk.", "licence": "MIT"}
+    write_skill_md(native, "disk-runbook", runbook)  # loads, with two warnings
     personas = tmp_path / "personas"
     write_persona(personas, "oncall", mode="sometimes")
+    (personas / "README.md").write_text("# Personas\n\nOne file per persona.\n")  # skipped
     settings = make_settings(
         tmp_path,
         skills,
@@ -42,7 +45,7 @@ def test_an_admin_sees_every_skipped_file_and_dir_with_its_path_and_reason(
     answer = server.call("GET", "/v1/loader", "admin")
     assert answer.status_code == 200, answer.text
     body = answer.json()
-    assert body["skills"] == 1
+    assert body["skills"] == 2
     assert body["personas"] == 1  # the built-in default only: oncall was refused
     assert body["errors"] == 4
     by_path = {item["path"]: item for item in body["items"]}
@@ -67,6 +70,26 @@ def test_an_admin_sees_every_skipped_file_and_dir_with_its_path_and_reason(
     assert (persona["what"], persona["name"]) == ("persona", "oncall")
     absent = by_path[str(tmp_path / "absent")]
     assert (absent["what"], absent["kind"], absent["reason"]) == ("dir", "dir", "not present")
+
+
+def test_the_loader_warnings_carry_stable_codes_with_their_file_and_line(
+    server: Server, tmp_path: Path
+) -> None:
+    body = server.call("GET", "/v1/loader", "admin").json()
+    runbook = str(tmp_path / "native" / "disk-runbook" / "SKILL.md")
+    assert [(w["code"], w["path"], w["name"], w["key"]) for w in body["warnings"]] == [
+        ("name_normalised", runbook, "disk_runbook", "name"),
+        ("unknown_key", runbook, "disk_runbook", "licence"),
+    ]
+    first = body["warnings"][0]
+    assert first["message"] == 'name "disk-runbook" normalised to "disk_runbook"'
+    assert first["log_line"] == f"skill loader: warning {runbook}: {first['message']}"
+
+
+def test_a_readme_in_a_persona_folder_is_skipped_not_refused(server: Server) -> None:
+    body = server.call("GET", "/v1/loader", "admin").json()
+    assert not [i for i in body["items"] if i["path"].endswith("README.md")]
+    assert body["errors"] == 4
 
 
 def test_only_an_admin_may_read_the_loader_report(server: Server) -> None:
@@ -105,6 +128,8 @@ def test_the_loader_report_is_declared_in_the_openapi_document(server: Server) -
     assert answer == {"$ref": "#/components/schemas/LoaderReport"}
     fields = schema["components"]["schemas"]["SkippedFile"]["properties"]
     assert set(fields) == set(server_item(server))
+    warning = schema["components"]["schemas"]["LoaderWarningItem"]["properties"]
+    assert set(warning) == {"code", "path", "name", "key", "message", "log_line"}
 
 
 def server_item(server: Server) -> dict[str, object]:

@@ -71,7 +71,9 @@ def _report(outcome: Outcome, as_json: bool) -> None:
         return
     record = outcome.record
     label = f"{outcome.pack_id}@{outcome.version}"
-    if outcome.action == "unchanged":
+    if outcome.removed is False:  # a removal of a pack that is not active: idempotent
+        click.echo(f"{outcome.pack_id}: nothing to remove")
+    elif outcome.action == "unchanged":
         click.echo(f"{label} is already the active version: nothing changed")
     elif outcome.action == "remove":
         click.echo(f"removed {outcome.pack_id} (was {outcome.from_version})")
@@ -138,9 +140,11 @@ def install(
 ) -> None:
     """Install SOURCE and make it the active version of its pack.
 
-    SOURCE is a pack folder or a .tar.gz/.zip archive (a path must look like one: ./ops,
-    /srv/ops, ~/ops, or an archive's name), an https:// URL of an archive, a git source
-    (git+URL, URL.git, git@host:path, each with an optional @REF), or a pack id ID or
+    SOURCE is a pack folder (a pack, a Claude Code or openclaw plugin, a skills folder) or a
+    .tar.gz/.tar/.zip archive (a path must look like one: ./ops, /srv/ops, ~/ops, or an
+    archive's name), an https:// URL of an archive, a git source (git+URL, URL.git,
+    git@host:path, each with an optional @REF; owner/repo[@REF] when ONGRID_PACK_GIT_FORGE
+    names a forge), or a pack id ID or
     ID@VERSION of the marketplace indexes (ONGRID_PACK_INDEXES): any other word is an id. A
     remote pack must be signed by a key of ONGRID_TRUSTED_PACK_KEYS unless --allow-unsigned;
     an unpinned ID never installs a version older than the active one. --dry-run runs every

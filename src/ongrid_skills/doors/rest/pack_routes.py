@@ -6,7 +6,8 @@
   optional ``signature`` file and ``allow_unsigned``, or JSON ``{"source", "allow_unsigned"}``
   (a URL, a git URL or a pack id: a path of the server is its CLI's to install); with
   ``dry_run`` (either form), the capability summary of what it would bring, nothing changed;
-- ``DELETE /v1/packs/{id}``, ``POST /v1/packs/{id}/rollback``, ``POST /v1/packs/{id}/upgrade``.
+- ``DELETE /v1/packs/{id}`` (idempotent: 200 with ``removed: false`` when no version of it is
+  active), ``POST /v1/packs/{id}/rollback``, ``POST /v1/packs/{id}/upgrade``.
 
 A change answers once the registry holds it (the reload is audited as the caller, and MCP
 clients get ``list_changed``). Work that blocks (fetching, unpacking, the store) runs in a
@@ -68,8 +69,9 @@ class SourceBody(BaseModel):
     source: str = Field(
         min_length=1,
         max_length=4096,
-        description="An https:// URL of an archive, a git URL (git+URL, URL.git, @REF), or a "
-        "pack id ID or ID@VERSION of the marketplace indexes.",
+        description="An https:// URL of an archive, a git URL (git+URL, URL.git, @REF; "
+        "owner/repo[@REF] when ONGRID_PACK_GIT_FORGE names a forge), or a pack id ID or "
+        "ID@VERSION of the marketplace indexes.",
     )
     allow_unsigned: StrictBool = Field(
         default=False, description="Install it even when not signed by a trusted key."
@@ -213,7 +215,8 @@ async def _upload(request: Request, caller: Principal, packs: Packs) -> Outcome 
 
 @router.delete(f"{PACKS_PATH}/{{pack_id}}", responses=responses(403, 404, 409))
 async def remove_pack(admin: Admin, pack_id: str) -> JSONResponse:
-    """Withdraw every skill and persona of the pack at once (files go once no call runs)."""
+    """Withdraw every skill and persona of the pack at once (files go once no call runs).
+    Idempotent: a pack that is not active answers 200 with ``removed: false``."""
     caller, manager, packs = admin
     outcome = await asyncio.to_thread(packs.remove, pack_id, caller.name)
     return await _changed(manager, caller, outcome)

@@ -349,14 +349,26 @@ class SkippedFile(BaseModel):
     log_line: str = Field(description="the loader line that reported it (SPEC §3)")
 
 
+class LoaderWarningItem(BaseModel):
+    """One warning of the last load: the file loaded (or was knowingly left out)."""
+
+    code: str = Field(description="stable code (docs/skills.md), e.g. unknown_key, hooks_not_run")
+    path: str
+    name: str | None = Field(description="the skill the file gave, when it gave one")
+    key: str | None = Field(description="the frontmatter or manifest key it is about")
+    message: str
+    log_line: str = Field(description="the loader line that reported it")
+
+
 class LoaderReport(BaseModel):
-    """What the current registry's load skipped."""
+    """What the current registry's load skipped, and what it warned about."""
 
     skills: int = Field(description="skills loaded (as in /v1/health)")
     personas: int = Field(description="personas loaded, the built-in default included")
     errors: int = Field(description="files refused (parse or build), /v1/health's loader_errors")
     items: list[SkippedFile] = Field(description="every skipped file and folder, in load order")
     total: int
+    warnings: list[LoaderWarningItem] = Field(description="every warning, in load order")
 
 
 class ReloadAnswer(BaseModel):
@@ -387,7 +399,8 @@ async def reload(manager: Mgr, caller: Caller) -> dict[str, Any]:
 async def loader(manager: Mgr, caller: Caller) -> dict[str, Any]:
     """What the last load (start-up or reload) skipped, and why: every refused skill.json,
     SKILL.md and persona file, every duplicate name and every root or folder not walked, with
-    its path, reason and loader line. Admin only (paths and parse errors describe the host)."""
+    its path, reason and loader line; and every warning, with its stable code. Admin only
+    (paths and parse errors describe the host)."""
     require_role(caller, Role.ADMIN)
     registry = manager.registry
     report = registry.report
@@ -397,6 +410,7 @@ async def loader(manager: Mgr, caller: Caller) -> dict[str, Any]:
         "errors": len(report.errors),
         "items": [item.to_dict() for item in report.skipped],
         "total": len(report.skipped),
+        "warnings": [warning.to_dict() for warning in report.warnings],
     }
 
 

@@ -106,6 +106,8 @@ def done(outcome: Outcome) -> Done:
         "remove": f"Removed {pack} {before}: its skills and personas left the catalogue.",
         "unchanged": f"{pack} {version} was already the active version: nothing changed.",
     }
+    if outcome.removed is False:  # a removal of a pack that is not active: idempotent
+        sentences["unchanged"] = f"{pack} is not installed: nothing to remove."
     record = outcome.record if outcome.action != "remove" else None
     return Done(
         sentences.get(outcome.action, f"{outcome.action} {pack} {version}."),
