@@ -46,7 +46,7 @@ def test_an_admin_sees_every_skipped_file_and_dir_with_its_path_and_reason(
     assert answer.status_code == 200, answer.text
     body = answer.json()
     assert body["skills"] == 2
-    assert body["personas"] == 1  # the built-in default only: oncall was refused
+    assert body["personas"] == 2  # the bundled default and coordinator: oncall was refused
     assert body["errors"] == 4
     by_path = {item["path"]: item for item in body["items"]}
     assert body["total"] == len(body["items"]) == 6
@@ -143,7 +143,10 @@ def test_a_reload_answers_each_file_it_skipped_with_a_stable_code_and_the_reason
     answer = server.call("POST", "/v1/reload", "admin")
     assert answer.status_code == 200, answer.text
     body = answer.json()
-    assert (body["skills"], body["loader_errors"]) == (1, 4)
+    assert (body["skills"], body["loader_errors"]) == (
+        2,
+        4,
+    )  # good and disk-runbook, as at start-up
     codes = {item["path"]: (item["code"], item["field"]) for item in body["skipped"]}
     assert codes == {
         str(tmp_path / "skills" / "noexec" / "skill.json"): ("invalid_manifest", "entry"),

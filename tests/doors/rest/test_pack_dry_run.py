@@ -48,7 +48,7 @@ def test_a_dry_run_shows_what_the_pack_brings_and_installs_nothing(server: Serve
     assert (body["dry_run"], body["id"], body["version"], body["installed"]) == (
         True,
         "ops-basics",
-        "1.0.0",
+        OPS["version"],
         None,
     )
     summary = body["summary"]
@@ -56,19 +56,18 @@ def test_a_dry_run_shows_what_the_pack_brings_and_installs_nothing(server: Serve
     assert summary["signer"] == {"key": OPS["signer"], "trust": "trusted", "trusted": True}
     skills = {s["name"]: (s["class"], s["scope"], s["kind"]) for s in summary["skills"]}
     assert skills == {
-        "host_info": ("safe", "manager", "subprocess"),
-        "log_grep": ("safe", "manager", "subprocess"),
-        "port_check": ("safe", "manager", "subprocess"),
+        "listening_sockets": ("safe", "manager", "subprocess"),
+        "mount_report": ("safe", "manager", "subprocess"),
         "host_triage": ("safe", "manager", "instructions"),
     }
     assert summary["personas"][0]["name"] == "oncall"
     assert summary["personas"][0]["permission_mode"] == "read-only"
-    assert summary["classes"] == {"safe": 3, "mutating": 0, "dangerous": 0}
+    assert summary["classes"] == {"safe": 2, "mutating": 0, "dangerous": 0}
     # Nothing changed: no pack, no link, no skill, no audit entry.
     assert server.call("GET", "/v1/packs").json()["items"] == []
     assert active_versions(server.settings.data_dir) == {}
     names = {s["name"] for s in server.call("GET", "/v1/skills").json()["items"]}
-    assert "host_info" not in names
+    assert "listening_sockets" not in names
     assert audit_actions(server) == before
 
     installed = server.call("POST", "/v1/packs", json={"source": "ops-basics"})
