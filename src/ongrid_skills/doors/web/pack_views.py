@@ -93,6 +93,10 @@ class Done:
     warnings: tuple[str, ...] = ()
     signer: str | None = None
     trust: str | None = None
+    #: The Roll back offered at once: ``("rollback", previous version)`` after an upgrade or a
+    #: downgrade, ``("remove", "")`` after a first install; None after anything else.
+    undo: tuple[str, str] | None = None
+    version: str = ""
 
 
 def done(outcome: Outcome) -> Done:
@@ -107,6 +111,9 @@ def done(outcome: Outcome) -> Done:
         "unchanged": f"{pack} {version} was already the active version: nothing changed.",
     }
     record = outcome.record if outcome.action != "remove" else None
+    undo = None
+    if outcome.action in ("install", "upgrade", "downgrade"):
+        undo = ("rollback", before) if before else ("remove", "")
     return Done(
         sentences.get(outcome.action, f"{outcome.action} {pack} {version}."),
         pack,
@@ -115,6 +122,8 @@ def done(outcome: Outcome) -> Done:
         tuple(outcome.warnings),
         record.signer if record else None,
         record.trust if record else None,
+        undo,
+        version or "",
     )
 
 
