@@ -89,10 +89,15 @@ class Reviews:
         """Keep an upload for ``session`` (blocking: copies the files)."""
         self.sweep()
         self.home.ensure()
-        self.root.mkdir(mode=0o700, exist_ok=True)
         review_id = secrets.token_urlsafe(16)
         folder = self.root / review_id
-        folder.mkdir(mode=0o700)
+        for _ in range(3):  # a discard may remove the emptied .reviews/ in between
+            self.root.mkdir(mode=0o700, exist_ok=True)
+            with contextlib.suppress(FileNotFoundError):
+                folder.mkdir(mode=0o700)
+                break
+        else:
+            folder.mkdir(mode=0o700)
         try:
             _save(archive, folder / "upload")
             if signature is not None:
@@ -139,7 +144,10 @@ class Reviews:
         )
 
     def discard(self, review: Review) -> None:
+        """Delete a review's files, and ``.reviews/`` once empty (nothing is left behind)."""
         remove_tree(review.folder)
+        with contextlib.suppress(OSError):
+            self.root.rmdir()
 
     def sweep(self) -> None:
         """Delete the expired reviews, and the oldest beyond :data:`MAX_REVIEWS` - 1 (room for
