@@ -195,9 +195,9 @@ def install_review(packs: Packs, review: Review, actor: str, digest: str) -> Out
 
 
 def find_review(session: WebSession, packs: Packs, form: Form) -> tuple[Reviews, Review]:
-    """The kept upload a Confirm or a Cancel names, of this session (blocking)."""
+    """The kept upload a Confirm or a Cancel names, of this session, claimed (blocking)."""
     reviews = Reviews(packs.home)
-    return reviews, reviews.find(form.get("review") or "", session.info.id_hash)
+    return reviews, reviews.take(form.get("review") or "", session.info.id_hash)
 
 
 @router.post("/packs/upload/confirm")

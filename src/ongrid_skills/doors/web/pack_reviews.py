@@ -143,6 +143,17 @@ class Reviews:
             meta.get("digest"),
         )
 
+    def take(self, review_id: str, session: str) -> Review:
+        """:meth:`find`, claimed for one Confirm or Cancel: its folder is renamed first, so a
+        second post of the same review (a double click) finds nothing."""
+        review = self.find(review_id, session)
+        claimed = self.root / f"{review_id}.{secrets.token_hex(4)}"
+        try:
+            os.rename(review.folder, claimed)
+        except FileNotFoundError:
+            raise NotFound(GONE) from None
+        return Review(review.id, claimed, review.shown, review.allow_unsigned, review.digest)
+
     def discard(self, review: Review) -> None:
         """Delete a review's files, and ``.reviews/`` once empty (nothing is left behind)."""
         remove_tree(review.folder)
