@@ -1,6 +1,7 @@
 """The packs page in a real browser (headless Chromium): install the example pack from its
-index, choose a version, upgrade, roll back and remove through the confirmation pages, upload a
-signed archive and a hostile one, a viewer without the page, a forged post. Every change is
+index through its review (the capability summary) and Confirm, choose a version, upgrade, roll
+back at once from the notice and remove through the confirmation page, upload a signed archive
+and a hostile one, a viewer without the page, a forged post. Every change is
 checked in the registry and the audit, not only on the page. The screenshot of the page is
 docs/img/ui-packs.png."""
 

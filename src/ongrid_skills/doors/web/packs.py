@@ -1,7 +1,8 @@
 """The packs page, ``/packs``: the installed packs (versions, source, digest, signer, who and
 when, their skills and personas), what the marketplace indexes offer (a search, each result's
 versions, Install), Upgrade on a pack an index has a newer version of, an upload of an
-archive, and Rollback and Remove behind a confirmation page.
+archive, and Rollback and Remove behind a confirmation page. Installs (and upgrades) go
+through a review first: :mod:`.pack_install`.
 
 The rules are the REST routes' (``/v1/packs``): admins only (anyone else gets the gate's 403,
 the answer REST gives their token; the navigation leaves the entry out for them), every change
