@@ -377,6 +377,8 @@ def test_rolling_back_a_pack_without_a_previous_version_is_a_conflict_on_the_pag
     review = admin.post("/packs/install", data={"csrf": token, "pack": "probe"})
     assert "Installed probe 1.0.0." in press_confirm(admin, review).text
     try:
+        upgrade = admin.post("/packs/probe/upgrade", data={"csrf": token})  # a review, too
+        assert "Review probe 1.0.0" in upgrade.text and "already the active version" in upgrade.text
         confirm = admin.get("/packs/probe/rollback")
         assert "nothing to roll back to" in confirm.text and "confirmed" not in confirm.text
         answer = admin.post("/packs/probe/rollback", data={"csrf": token, "confirmed": "yes"})

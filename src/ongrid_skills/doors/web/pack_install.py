@@ -31,6 +31,7 @@ from ongrid_skills.doors.web.packs import (
     CONFIRM_FIELD,
     PACK_ID,
     AdminPacks,
+    PackId,
     allow_unsigned,
     change,
     packs_page,
@@ -130,6 +131,25 @@ async def install(
         )
 
     return await change(request, session, packs, work)
+
+
+@router.post("/packs/{pack_id}/upgrade")
+async def upgrade(
+    request: Request, pack_id: PackId, session: Session, packs: AdminPacks, form: CheckedForm
+) -> Response:
+    """The review of the newest version the indexes offer (``POST /v1/packs/{id}/upgrade``
+    after a look): its Confirm installs ``ID@NEWEST`` as the install form's does."""
+    allow = allow_unsigned(form.get("allow_unsigned"))
+    try:
+        newest = await asyncio.to_thread(lambda: packs.catalog().resolve(pack_id).version)
+        source = f"{pack_id}@{newest}"
+        view = await asyncio.to_thread(packs.dry_run, source, allow_unsigned=allow, local=False)
+    except SkillError as exc:
+        return await packs_page(request, packs, error=exc)
+    fields = [("pack", pack_id), ("version", newest)]
+    if allow:
+        fields.append(("allow_unsigned", "true"))
+    return review_page(request, view, "/packs/install", fields)
 
 
 @router.post("/packs/upload")

@@ -135,21 +135,6 @@ async def packs_index(
     return await packs_page(request, packs, q)
 
 
-@router.post("/packs/{pack_id}/upgrade")
-async def upgrade(
-    request: Request, pack_id: PackId, session: Session, packs: AdminPacks, form: CheckedForm
-) -> Response:
-    """The newest version the indexes offer: ``POST /v1/packs/{id}/upgrade``."""
-    allow = allow_unsigned(form.get("allow_unsigned"))
-
-    def work() -> Awaitable[Outcome]:
-        return asyncio.to_thread(
-            packs.upgrade, pack_id, session.principal.name, allow_unsigned=allow
-        )
-
-    return await change(request, session, packs, work)
-
-
 async def confirm_page(request: Request, packs: Packs, pack_id: str, action: str) -> Response:
     """What Rollback or Remove would do, and the button that does it."""
     pack = await asyncio.to_thread(packs.show, pack_id)
