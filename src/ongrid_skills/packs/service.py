@@ -131,9 +131,14 @@ class Packs:
         shown: str,
         signature: Path | None = None,
         allow_unsigned: bool = False,
+        digest: str | None = None,
+        pinned: str = "the request",
     ) -> Outcome:
-        """Install an uploaded archive (already written under ``work``): a remote source."""
+        """Install an uploaded archive (already written under ``work``): a remote source.
+        ``digest``: what it must be (DigestMismatch naming ``pinned`` otherwise)."""
         candidate = _uploaded(archive, shown, signature)
+        if digest is not None:
+            candidate = replace(candidate, digest=digest, pinned=pinned)
         return self.installer.install(candidate, actor, work, allow_unsigned=allow_unsigned)
 
     def inspect_file(

@@ -5,8 +5,11 @@ changed."""
 
 from __future__ import annotations
 
+import html
 import io
 import json
+import re
+import shutil
 import tarfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +20,11 @@ import pytest
 
 from ongrid_skills.doors import pack_changes
 from ongrid_skills.packs.build import build_archive
+from ongrid_skills.packs.files import Limits
 from ongrid_skills.packs.home import PackHome
+from ongrid_skills.packs.index import build_index
+from ongrid_skills.packs.keys import load_signing_key
+from ongrid_skills.packs.trust import sign_path
 from tests.support.browser import Console, console_server
 from tests.support.packs import (
     EXAMPLE_PACKS,
@@ -83,12 +90,30 @@ def installed(console: Console) -> dict[str, str]:
 
 
 def packs_tree(console: Console) -> list[str]:
-    return [p for p in tree(Path(console.settings.data_dir) / "packs") if ".staging/" not in p]
+    ignored = (".staging/", ".reviews")
+    return [p for p in tree(Path(console.settings.data_dir) / "packs") if not p.startswith(ignored)]
 
 
 def refused_code(html: str) -> str:
     start = html.index('<code class="error-code">') + len('<code class="error-code">')
     return html[start : html.index("</code>", start)]
+
+
+def press_confirm(client: httpx.Client, review: httpx.Response, **changed: str) -> httpx.Response:
+    """Post the Confirm form of a review page (its hidden fields, ``changed`` replaced)."""
+    assert review.status_code == 200 and "Confirm: install" in review.text, review.text[:2000]
+    start = review.text.index('class="inline pack-review-confirm"')
+    form = review.text[review.text.rindex("<form", 0, start) : review.text.index("</form>", start)]
+    action = re.search(r'action="([^"]+)"', form)
+    assert action is not None
+    fields = dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', form))
+    return client.post(html.unescape(action[1]), data={**fields, **changed})
+
+
+def reviews_left(console: Console) -> list[str]:
+    """The uploads kept for a Confirm (packs/.reviews/<id>)."""
+    folder = Path(console.settings.data_dir) / "packs" / ".reviews"
+    return sorted(p.name for p in folder.iterdir()) if folder.exists() else []
 
 
 def upload(
@@ -129,6 +154,8 @@ def test_anyone_but_an_admin_gets_the_refusal_rest_gives_and_no_nav_entry(
             client.post("/packs/probe/rollback", data={"csrf": token, "confirmed": "yes"}),
             client.post("/packs/probe/remove", data={"csrf": token, "confirmed": "yes"}),
             upload(client, token, b"x" * (8 * MIB)),  # refused before the body is read: no 413
+            client.post("/packs/upload/confirm", data={"csrf": token, "review": "x"}),
+            client.post("/packs/upload/discard", data={"csrf": token, "review": "x"}),
         ]
     for answer in answers:
         assert answer.status_code == 403, answer.request.url
@@ -155,6 +182,7 @@ def test_a_change_without_the_csrf_token_or_from_another_site_is_refused(
         ),
         upload(admin, "wrong", b"x"),
         admin.post("/packs/upload", files={"file": ("p.tar.gz", b"x")}),
+        admin.post("/packs/upload/confirm", data={"review": "x", "confirmed": "yes"}),
     ]
     assert [a.status_code for a in answers] == [403] * len(answers)
     assert installed(console) == {}
@@ -254,6 +282,7 @@ def test_hostile_uploads_are_refused_with_their_code_and_change_nothing(
         answer = upload(admin, token, archive, **more)
         assert (answer.status_code, refused_code(answer.text)) == (status, code), code
     assert installed(console) == {} and packs_tree(console) == before
+    assert reviews_left(console) == []  # a refused review keeps nothing
     assert not (tmp_path.parent / "evil.sh").exists()
 
 
@@ -314,8 +343,11 @@ def test_an_unsigned_upload_installs_when_allowed_with_a_warning_and_leaves_on_r
 ) -> None:
     archive = build_archive(write_pack(tmp_path / "u", "loose", skills=("loose_one",)), tmp_path)
     token = csrf(console, admin)
-    done = upload(admin, token, archive.path.read_bytes(), "loose.tar.gz", allow_unsigned="true")
-    assert done.status_code == 200
+    review = upload(admin, token, archive.path.read_bytes(), "loose.tar.gz", allow_unsigned="true")
+    assert "it is not signed: installed on your word" in review.text and "loose_one" in review.text
+    assert installed(console) == {} and len(reviews_left(console)) == 1  # reviewing changes nothing
+    done = press_confirm(admin, review)
+    assert done.status_code == 200 and reviews_left(console) == []
     assert "Installed loose 1.0.0." in done.text and "trust-unsigned" in done.text
     assert installed(console) == {"loose": "1.0.0"}
     catalogue = console.rest("GET", "/v1/skills").json()["items"]
@@ -342,8 +374,11 @@ def test_rolling_back_a_pack_without_a_previous_version_is_a_conflict_on_the_pag
     console: Console, admin: httpx.Client
 ) -> None:
     token = csrf(console, admin)
-    assert admin.post("/packs/install", data={"csrf": token, "pack": "probe"}).status_code == 200
+    review = admin.post("/packs/install", data={"csrf": token, "pack": "probe"})
+    assert "Installed probe 1.0.0." in press_confirm(admin, review).text
     try:
+        upgrade = admin.post("/packs/probe/upgrade", data={"csrf": token})  # a review, too
+        assert "Review probe 1.0.0" in upgrade.text and "already the active version" in upgrade.text
         confirm = admin.get("/packs/probe/rollback")
         assert "nothing to roll back to" in confirm.text and "confirmed" not in confirm.text
         answer = admin.post("/packs/probe/rollback", data={"csrf": token, "confirmed": "yes"})
@@ -362,8 +397,80 @@ def test_a_change_while_another_pack_command_runs_is_a_conflict_on_the_page(
 ) -> None:
     monkeypatch.setattr(pack_changes, "HTTP_LOCK_WAIT_SECONDS", 0.3)
     token = csrf(console, admin)
+    review = admin.post("/packs/install", data={"csrf": token, "pack": "probe"})
     with PackHome(console.settings.data_dir).lock():  # what a running `pack install` holds
-        answer = admin.post("/packs/install", data={"csrf": token, "pack": "probe"})
+        answer = press_confirm(admin, review)
     assert (answer.status_code, refused_code(answer.text)) == (409, "conflict")
     assert "another pack change is in progress" in answer.text
+    assert installed(console) == {}
+
+
+def test_a_pack_whose_source_changed_between_review_and_confirm_is_refused(
+    console: Console, admin: httpx.Client, market: Market, tmp_path: Path
+) -> None:
+    token = csrf(console, admin)
+    review = admin.post("/packs/install", data={"csrf": token, "pack": "probe", "version": "1.0.0"})
+    assert installed(console) == {}  # reviewing changes nothing
+    assert "probe_ping" in review.text and "probe_sneaky" not in review.text
+    forged = press_confirm(admin, review, digest="sha256:" + "1" * 64)
+    assert (forged.status_code, refused_code(forged.text)) == (502, "digest_mismatch")
+    # The publisher replaces probe 1.0.0 (another skill, signed by the same key) and the index.
+    originals = {p: p.read_bytes() for p in market.folder.iterdir() if p.is_file()}
+    changed = write_pack(tmp_path / "changed", "probe", skills=("probe_ping", "probe_sneaky"))
+    rebuilt = build_archive(changed, tmp_path).path
+    sign_path(rebuilt, load_signing_key(market.key.private))
+    try:
+        for suffix in ("", ".sig"):
+            shutil.copyfile(f"{rebuilt}{suffix}", market.folder / f"{rebuilt.name}{suffix}")
+        build_index(market.folder, Limits())
+        answer = press_confirm(admin, review)
+    finally:
+        for path, data in originals.items():
+            path.write_bytes(data)
+    assert (answer.status_code, refused_code(answer.text)) == (502, "digest_mismatch")
+    assert "changed since the review" in answer.text
+    assert "Refused: nothing was changed" in answer.text
+    assert installed(console) == {}
+    assert "probe_sneaky" not in {s.name for s in console.manager.registry.list()}
+
+
+def test_an_upload_review_is_bound_to_its_session_and_used_once(
+    console: Console, admin: httpx.Client, tmp_path: Path
+) -> None:
+    archive = build_archive(write_pack(tmp_path / "k", "kept", skills=("kept_one",)), tmp_path)
+    data = archive.path.read_bytes()
+    token = csrf(console, admin)
+    review = upload(admin, token, data, "kept.tar.gz", allow_unsigned="true")
+    (kept,) = reviews_left(console)
+    folder = Path(console.settings.data_dir) / "packs" / ".reviews" / kept
+    assert (folder.stat().st_mode & 0o077, (folder / "upload").read_bytes()) == (0, data)
+    with console.logged_in("admin") as other:  # the same admin, another session
+        theirs = press_confirm(other, review, csrf=csrf(console, other))
+        assert (theirs.status_code, refused_code(theirs.text)) == (404, "not_found")
+        assert "upload the archive again" in theirs.text
+    wrong = press_confirm(admin, review, digest="sha256:" + "2" * 64)
+    assert (wrong.status_code, refused_code(wrong.text)) == (400, "invalid_request")
+    assert installed(console) == {} and reviews_left(console) == []  # used, even refused
+    again = press_confirm(admin, review)
+    assert (again.status_code, refused_code(again.text)) == (404, "not_found")
+
+    cancelled = upload(admin, token, data, "kept.tar.gz", allow_unsigned="true")
+    review_id = re.search(r'name="review" value="([^"]+)"', cancelled.text)
+    assert review_id is not None and reviews_left(console) == [review_id[1]]
+    gone = admin.post("/packs/upload/discard", data={"csrf": token, "review": review_id[1]})
+    assert gone.status_code == 303 and reviews_left(console) == []
+
+    done = press_confirm(admin, upload(admin, token, data, "kept.tar.gz", allow_unsigned="true"))
+    assert "Installed kept 1.0.0." in done.text and installed(console) == {"kept": "1.0.0"}
+    assert 'name="undo" value="1.0.0"' in done.text  # Roll back at once: a first install goes
+    try:
+        stale = admin.post(
+            "/packs/kept/remove", data={"csrf": token, "confirmed": "yes", "undo": "0.9.0"}
+        )
+        assert (stale.status_code, refused_code(stale.text)) == (409, "conflict")
+        assert installed(console) == {"kept": "1.0.0"}
+        stored = admin.get("/packs").text
+        assert "What 1.0.0 brings" in stored and "kept_one" in stored
+    finally:
+        admin.post("/packs/kept/remove", data={"csrf": token, "confirmed": "yes", "undo": "1.0.0"})
     assert installed(console) == {}

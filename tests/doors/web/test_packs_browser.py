@@ -1,6 +1,7 @@
 """The packs page in a real browser (headless Chromium): install the example pack from its
-index, choose a version, upgrade, roll back and remove through the confirmation pages, upload a
-signed archive and a hostile one, a viewer without the page, a forged post. Every change is
+index through its review (the capability summary) and Confirm, choose a version, upgrade, roll
+back at once from the notice and remove through the confirmation page, upload a signed archive
+and a hostile one, a viewer without the page, a forged post. Every change is
 checked in the registry and the audit, not only on the page. The screenshot of the page is
 docs/img/ui-packs.png."""
 
@@ -74,13 +75,25 @@ def test_an_admin_installs_the_example_pack_from_its_index(console: Console, pag
     page.get_by_label("Search the indexes").press("Enter")
     offer = page.locator("#offer-ops-basics")
     expect(page.locator("#offer-probe")).to_have_count(0)
-    offer.get_by_role("button", name="Install").click()
+    offer.get_by_role("button", name="Review and install…").click()
 
+    expect(page.get_by_role("heading", name="Review ops-basics 1.1.0", level=1)).to_be_visible()
+    summary = page.locator(".pack-summary")
+    expect(summary.locator(".summary-skills tr", has_text="listening_sockets")).to_contain_text(
+        re.compile(r"listening_sockets\s*safe\s*manager")
+    )
+    expect(summary.locator(".summary-personas")).to_contain_text("oncall: permission mode")
+    expect(summary.locator(".signer")).to_have_text(EXAMPLE_SIGNER)
+    expect(summary.locator(".trust-trusted")).to_have_text("signed, trusted key")
+    assert "ops-basics" not in installed(console)  # the review changes nothing
+    confirm = page.get_by_role("button", name="Confirm: install ops-basics 1.1.0")
+    confirm.focus()  # the keyboard confirms as the mouse does
+    page.keyboard.press("Enter")
     expect(page.locator(".pack-done")).to_contain_text("Installed ops-basics 1.1.0.")
     assert {"listening_sockets", "mount_report", "host_triage"} <= skill_names(console)
     card = page.locator("#pack-ops-basics")
-    expect(card.locator(".trust-trusted")).to_have_text("signed, trusted key")
-    expect(card.locator(".signer")).to_have_text(EXAMPLE_SIGNER)
+    expect(card.locator(".card-head .trust-trusted")).to_have_text("signed, trusted key")
+    expect(card.locator(".signer").first).to_have_text(EXAMPLE_SIGNER)
     expect(card).to_contain_text(re.compile(r"Installed by\s*admin, \d{4}-\d\d-\d\d "))
     digest = card.locator("details.digest")
     digest.locator("summary").click()
@@ -101,13 +114,30 @@ def test_a_chosen_version_then_upgrade_rollback_and_remove(console: Console, pag
     page.goto(console.url + "/packs")
     offer = page.locator("#offer-probe")
     offer.get_by_label("Version").select_option("1.0.0")
-    offer.get_by_role("button", name="Install").click()
+    offer.get_by_role("button", name="Review and install…").click()
+    review = page.locator(".pack-summary")
+    digest = review.locator("#summary-digest-review").inner_text()
+    expect(page.locator(".pack-review-lead")).to_contain_text("installs probe for the first time")
+    expect(review.locator(".summary-skills tbody tr")).to_have_text([re.compile("probe_ping")])
+    screenshot(page, "packs-review", full_page=True)
+    assert "probe" not in installed(console)
+    page.get_by_role("button", name="Confirm: install probe 1.0.0").click()
     expect(page.locator(".pack-done")).to_contain_text("Installed probe 1.0.0.")
+    assert console.rest("GET", "/v1/packs/probe").json()["digest"] == digest  # what was shown
+    expect(page.locator(".pack-undo").get_by_role("button")).to_have_text(
+        "Roll back (remove probe)"
+    )
     card = page.locator("#pack-probe")
     expect(card.locator(".badge.outdated")).to_have_text("outdated: 1.1.0 offered")
+    card.locator("details.pack-capabilities summary").click()
+    expect(card.locator(".pack-capabilities .summary-skills")).to_contain_text("probe_ping")
     screenshot(page, "packs", height=1040)  # docs/img/ui-packs.png is a copy of it
 
-    card.get_by_role("button", name="Upgrade to 1.1.0").click()
+    card.get_by_role("button", name="Upgrade to 1.1.0…").click()
+    expect(page.locator(".pack-review-lead")).to_contain_text("replaces the active probe 1.0.0")
+    expect(page.locator(".summary-skills")).to_contain_text("probe_trace")
+    assert installed(console)["probe"] == "1.0.0"
+    page.get_by_role("button", name="Confirm: install probe 1.1.0").click()
     expect(page.locator(".pack-done")).to_contain_text("Upgraded probe from 1.0.0 to 1.1.0.")
     expect(page.locator(".pack-done")).to_contain_text("probe_trace")
     assert "probe_trace" in skill_names(console)
@@ -115,11 +145,9 @@ def test_a_chosen_version_then_upgrade_rollback_and_remove(console: Console, pag
     expect(card.locator(".badge.outdated")).to_have_count(0)
     expect(card).to_contain_text("1.0.0 (previous)")
 
-    card.get_by_role("link", name="Roll back to 1.0.0…").click()
-    expect(page.get_by_role("heading", name="Roll probe back?")).to_be_visible()
-    assert installed(console)["probe"] == "1.1.0"  # asking changes nothing
-    page.get_by_role("button", name="Roll back to 1.0.0").click()
+    page.locator(".pack-undo").get_by_role("button", name="Roll back to 1.0.0").click()
     expect(page.locator(".pack-done")).to_contain_text("Rolled probe back from 1.1.0 to 1.0.0.")
+    expect(page.locator(".pack-undo")).to_have_count(0)
     assert "probe_trace" not in skill_names(console) and "probe_ping" in skill_names(console)
 
     page.locator("#pack-probe").get_by_role("link", name="Remove…").click()
@@ -155,11 +183,13 @@ def test_uploading_a_signed_archive(
     page.goto(console.url + "/packs")
     page.get_by_label("Pack archive").set_input_files(archive)
     page.get_by_label("Its signature").set_input_files(signature)
-    page.get_by_role("button", name="Upload and install").click()
+    page.get_by_role("button", name="Upload and review…").click()
+    expect(page.locator(".pack-summary .signer")).to_have_text(signed.signer)
+    page.get_by_role("button", name="Confirm: install carried 1.0.0").click()
 
     expect(page.locator(".pack-done")).to_contain_text("Installed carried 1.0.0.")
     card = page.locator("#pack-carried")
-    expect(card.locator(".signer")).to_have_text(signed.signer)
+    expect(card.locator(".signer").first).to_have_text(signed.signer)
     expect(card).to_contain_text(f"upload:{archive.name}")
     assert "carried_check" in skill_names(console)
 
@@ -174,14 +204,14 @@ def test_a_hostile_upload_is_refused_on_the_page_and_changes_nothing(
     page.goto(console.url + "/packs")
     page.get_by_label("Pack archive").set_input_files(slip)
     page.get_by_label("Allow unsigned").first.check()
-    page.get_by_role("button", name="Upload and install").click()
+    page.get_by_role("button", name="Upload and review…").click()
 
     refused = page.locator(".pack-refused")
     expect(refused).to_contain_text("Refused: nothing was changed")
     expect(refused.locator(".error-code")).to_have_text("unsafe_pack")
     expect(refused).to_contain_text("../../../evil.sh")
     after = (installed(console), tree(Path(console.settings.data_dir) / "packs"))
-    assert after == before
+    assert after == before  # nothing staged left either (packs/.reviews holds no upload)
     assert not (tmp_path.parent.parent / "evil.sh").exists()
 
 
@@ -223,7 +253,12 @@ def test_the_packs_pages_fit_a_phone_screen(console: Console, browser: Browser) 
         removable = page.locator(".pack .card-head h3").first.inner_text()
         page.goto(console.url + f"/packs/{removable}/remove")
         widths["confirm"] = page.evaluate("document.documentElement.scrollWidth")
+        page.goto(console.url + "/packs")
+        page.locator("#offer-probe").get_by_role("button", name="Review and install…").click()
+        expect(page.locator(".pack-summary")).to_be_visible()
+        widths["review"] = page.evaluate("document.documentElement.scrollWidth")
+        screenshot(page, "phone-packs-review", full_page=True)
     finally:
         page.context.close()
-    assert widths == {"packs": PHONE["width"], "confirm": PHONE["width"]}
+    assert widths == {"packs": PHONE["width"], "confirm": PHONE["width"], "review": PHONE["width"]}
     assert not guard.unexpected(), guard.problems

@@ -24,6 +24,7 @@ from ongrid_skills.doors.web import (
     hosts,
     live,
     login,
+    pack_install,
     packs,
     pages,
     persona_editor,
@@ -69,6 +70,7 @@ def build_web_app(settings: Settings) -> FastAPI:
     app.include_router(run.router)
     app.include_router(execution_page.router)
     app.include_router(packs.router)
+    app.include_router(pack_install.router)
     app.include_router(credentials.router)
     app.include_router(api_docs.router)
     return app

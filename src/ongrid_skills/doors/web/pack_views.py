@@ -93,6 +93,10 @@ class Done:
     warnings: tuple[str, ...] = ()
     signer: str | None = None
     trust: str | None = None
+    #: The Roll back offered at once: ``("rollback", previous version)`` after an upgrade or a
+    #: downgrade, ``("remove", "")`` after a first install; None after anything else.
+    undo: tuple[str, str] | None = None
+    version: str = ""
 
 
 def done(outcome: Outcome) -> Done:
@@ -109,6 +113,9 @@ def done(outcome: Outcome) -> Done:
     if outcome.removed is False:  # a removal of a pack that is not active: idempotent
         sentences["unchanged"] = f"{pack} is not installed: nothing to remove."
     record = outcome.record if outcome.action != "remove" else None
+    undo = None
+    if outcome.action in ("install", "upgrade", "downgrade"):
+        undo = ("rollback", before) if before else ("remove", "")
     return Done(
         sentences.get(outcome.action, f"{outcome.action} {pack} {version}."),
         pack,
@@ -117,6 +124,8 @@ def done(outcome: Outcome) -> Done:
         tuple(outcome.warnings),
         record.signer if record else None,
         record.trust if record else None,
+        undo,
+        version or "",
     )
 
 

@@ -1,7 +1,8 @@
 """The packs page, ``/packs``: the installed packs (versions, source, digest, signer, who and
 when, their skills and personas), what the marketplace indexes offer (a search, each result's
 versions, Install), Upgrade on a pack an index has a newer version of, an upload of an
-archive, and Rollback and Remove behind a confirmation page.
+archive, and Rollback and Remove behind a confirmation page. Installs (and upgrades) go
+through a review first: :mod:`.pack_install`.
 
 The rules are the REST routes' (``/v1/packs``): admins only (anyone else gets the gate's 403,
 the answer REST gives their token; the navigation leaves the entry out for them), every change
@@ -16,16 +17,15 @@ code has through REST; nothing changed.
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Awaitable, Callable
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 from starlette.responses import Response
 
-from ongrid_skills.doors.pack_changes import install_upload, packs_of, settle
+from ongrid_skills.doors.pack_changes import packs_of, settle
 from ongrid_skills.doors.web.credential_views import PackSlot, pack_slots
-from ongrid_skills.doors.web.forms import CheckedForm, CheckedUpload, Form
+from ongrid_skills.doors.web.forms import CheckedForm, Form
 from ongrid_skills.doors.web.pack_views import (
     Market,
     done,
@@ -36,7 +36,7 @@ from ongrid_skills.doors.web.pack_views import (
 )
 from ongrid_skills.doors.web.sessions import Session, WebSession, manager_of
 from ongrid_skills.doors.web.templates import render
-from ongrid_skills.errors import InvalidRequest, SkillError
+from ongrid_skills.errors import Conflict, InvalidRequest, SkillError
 from ongrid_skills.governance.gate import require_role
 from ongrid_skills.packs.install import Outcome
 from ongrid_skills.packs.service import Packs
@@ -45,10 +45,12 @@ from ongrid_skills.types import Role
 router = APIRouter()
 
 PACK_ID = r"^[a-z0-9_.-]{1,64}$"
-_VERSION = re.compile(r"[0-9A-Za-z.+-]{1,128}")
 PackId = Annotated[str, Path(pattern=PACK_ID)]
 #: What Remove and Rollback ask before they act: a second post with ``confirmed=yes``.
 CONFIRM_FIELD = "confirmed"
+#: The Roll back offered right after an install names the version it undoes: when another
+#: change made another version active since, it is refused (nothing changes).
+UNDO_FIELD = "undo"
 
 
 async def admin_packs(request: Request, session: Session) -> Packs:
@@ -133,78 +135,6 @@ async def packs_index(
     return await packs_page(request, packs, q)
 
 
-def install_source(form: Form) -> str:
-    """What an install form asks for: a pack of the indexes (``pack`` and an optional
-    ``version``) or a ``source`` (a URL, a git URL, ``ID[@VERSION]``), one or the other."""
-    pack = form.get("pack") or ""
-    version = form.get("version") or ""
-    source = (form.get("source") or "").strip()
-    if pack and source:
-        raise InvalidRequest("give a pack of the indexes or a source, not both")
-    if source:
-        if len(source) > 4096:
-            raise InvalidRequest("the source is over 4096 characters")
-        return source
-    if not pack:
-        raise InvalidRequest("choose a pack of the indexes or give a source")
-    if not re.fullmatch(PACK_ID, pack):
-        raise InvalidRequest(f"{pack!r} is not a pack id ([a-z0-9_.-], at most 64)")
-    if version and not _VERSION.fullmatch(version):
-        raise InvalidRequest(f"{version!r} is not a version")
-    return f"{pack}@{version}" if version else pack
-
-
-@router.post("/packs/install")
-async def install(
-    request: Request, session: Session, packs: AdminPacks, form: CheckedForm
-) -> Response:
-    """Install from the indexes or a remote source: ``POST /v1/packs`` with JSON (a source of
-    this host, a path or ``file://``, is refused there too: the CLI's job)."""
-    source = install_source(form)
-    allow = allow_unsigned(form.get("allow_unsigned"))
-
-    def work() -> Awaitable[Outcome]:
-        return asyncio.to_thread(
-            packs.install, source, session.principal.name, allow_unsigned=allow, local=False
-        )
-
-    return await change(request, session, packs, work)
-
-
-@router.post("/packs/upload")
-async def upload(
-    request: Request, session: Session, packs: AdminPacks, form: CheckedUpload
-) -> Response:
-    """Install an uploaded archive (and its signature): ``POST /v1/packs`` with multipart."""
-    archive = form.file("file")
-    signature = form.file("signature")
-    allow = allow_unsigned(form.field("allow_unsigned"))
-    if archive is None:
-        raise InvalidRequest("choose the pack archive (.tar.gz or .zip) to upload")
-
-    def work() -> Awaitable[Outcome]:
-        return install_upload(
-            packs, session.principal.name, archive, signature, allow_unsigned=allow
-        )
-
-    return await change(request, session, packs, work)
-
-
-@router.post("/packs/{pack_id}/upgrade")
-async def upgrade(
-    request: Request, pack_id: PackId, session: Session, packs: AdminPacks, form: CheckedForm
-) -> Response:
-    """The newest version the indexes offer: ``POST /v1/packs/{id}/upgrade``."""
-    allow = allow_unsigned(form.get("allow_unsigned"))
-
-    def work() -> Awaitable[Outcome]:
-        return asyncio.to_thread(
-            packs.upgrade, pack_id, session.principal.name, allow_unsigned=allow
-        )
-
-    return await change(request, session, packs, work)
-
-
 async def confirm_page(request: Request, packs: Packs, pack_id: str, action: str) -> Response:
     """What Rollback or Remove would do, and the button that does it."""
     pack = await asyncio.to_thread(packs.show, pack_id)
@@ -238,6 +168,7 @@ async def rollback(
         return await confirm_page(request, packs, pack_id, "rollback")
 
     def work() -> Awaitable[Outcome]:
+        still_active(packs, pack_id, form)
         return asyncio.to_thread(packs.rollback, pack_id, session.principal.name)
 
     return await change(request, session, packs, work)
@@ -253,6 +184,21 @@ async def remove(
         return await confirm_page(request, packs, pack_id, "remove")
 
     def work() -> Awaitable[Outcome]:
+        still_active(packs, pack_id, form)
         return asyncio.to_thread(packs.remove, pack_id, session.principal.name)
 
     return await change(request, session, packs, work)
+
+
+def still_active(packs: Packs, pack_id: str, form: Form) -> None:
+    """A Roll back offered after an install undoes that install only: Conflict when the
+    version it names (:data:`UNDO_FIELD`) is no longer the active one."""
+    undo = form.get(UNDO_FIELD)
+    if undo is None:
+        return
+    active = packs.home.active().get(pack_id)
+    if active != undo:
+        now = f"{active} is active now" if active else "it is not installed now"
+        raise Conflict(
+            f"the Roll back was offered for {pack_id} {undo}, but {now}: nothing changed"
+        )
