@@ -196,10 +196,12 @@ async def run_skill(
         "available skill one of them, and admit() denies unavailable ones"
     )
     env = child_env(target.env_allow, os.environ)
+    extra_read: tuple[str, ...] = ()
     if "PATH" in env and skill.source.startswith("pack:"):  # the pack's own bin/ first
         tools = os.path.join(target.root, "bin")
         if os.path.isdir(tools):
             env["PATH"] = f"{tools}{os.pathsep}{env['PATH']}"
+            extra_read = (tools,)
     if grant is not None:
         env.update(grant.environment())
     spec = SpawnSpec(
@@ -211,6 +213,10 @@ async def run_skill(
         shown_root=target.shown_root,
         confine=target.confine,
         masker=grant.masker if grant is not None else None,
+        sandbox=skill.sandbox,
+        skill_class=skill.skill_class.value,
+        credentials_dir=grant.directory if grant is not None else None,
+        extra_read=extra_read,
     )
     payload = _PAYLOAD(execution.args).encode()
     outcome = await runner.run(spec, payload, emit)

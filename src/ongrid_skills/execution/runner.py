@@ -38,6 +38,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from ongrid_skills.errors import SandboxUnavailable
+from ongrid_skills.execution.confine import Confinement, SandboxPolicy
 from ongrid_skills.execution.deadlines import LoopDeadlines
 from ongrid_skills.execution.masking import Masker
 from ongrid_skills.execution.poller import LoopPoller, Poller, new_poller
@@ -60,6 +62,7 @@ from ongrid_skills.execution.supervision import SUPPORTED, GroupRecord, supervis
 from ongrid_skills.execution.verdict import RunOutcome, verdict
 from ongrid_skills.execution.wire import STDOUT_CAP, StdoutBuffer
 from ongrid_skills.paths import check_entry
+from ongrid_skills.skills.sandbox import SandboxSpec
 
 KILL_GRACE_SECONDS = 2.0
 LINGER_SECONDS = 1.0
@@ -79,6 +82,12 @@ class SpawnSpec:
     shown_root: str = ""
     confine: str | None = None  # a folder the entry must also stay in (a SKILL.md's exec:)
     masker: Masker | None = None  # the call's credential values, masked in all it writes
+    # The skill's sandbox declaration and class (the runner's policy makes the profile), the
+    # call's credentials folder and other folders it must read (a pack's bin/).
+    sandbox: SandboxSpec | None = None
+    skill_class: str = "safe"
+    credentials_dir: str | None = None
+    extra_read: tuple[str, ...] = ()
 
 
 class Runner(Protocol):
@@ -106,10 +115,13 @@ class SubprocessRunner:
         supervise: bool = True,
         groups_dir: str | None = None,
         spawn: Mode = "auto",
+        sandbox: SandboxPolicy | None = None,
     ) -> None:
         """``supervise``: record each call for the sentinel (Linux); ``groups_dir``: keep the
         record there (a manager's data dir) so start-up recovery can read it too; ``spawn``:
-        ``auto`` (the spawn helper when it is available), ``helper`` or ``subprocess``."""
+        ``auto`` (the spawn helper when it is available), ``helper`` or ``subprocess``;
+        ``sandbox``: the operator's sandbox policy (default: only what skills declare)."""
+        self.sandbox = sandbox or SandboxPolicy()
         self.stdout_cap = stdout_cap
         self.kill_grace = kill_grace
         self.linger = linger
@@ -161,6 +173,48 @@ class SubprocessRunner:
         if check.problem is not None:
             return RunOutcome(Status.FAILED, error=ErrorInfo("entry_rejected", check.problem))
         spawn = self.spawner or await self._spawner()
+        try:
+            confinement = self._confine(spec, check.path, spawn)
+        except SandboxUnavailable as exc:
+            return RunOutcome(Status.FAILED, error=ErrorInfo(exc.code, exc.message))
+        try:
+            return await self._run(spec, check.path, payload, on_event, spawn, confinement)
+        finally:
+            if confinement is not None:
+                confinement.release()
+
+    def _confine(self, spec: SpawnSpec, entry: str, spawn: Spawner) -> Confinement | None:
+        """The call's confinement (None: profile none); raises SandboxUnavailable."""
+        profile = self.sandbox.resolve(spec.sandbox, spec.skill_class)
+        if profile.profile == "none":
+            return None
+        if spawn.name != "helper":
+            raise SandboxUnavailable(
+                f"profile {profile.profile} needs the spawn helper, and skills are spawned "
+                "through subprocess here (no C compiler, ONGRID_SPAWN_HELPER=off, or not Linux)"
+            )
+        return self.sandbox.plan(
+            profile,
+            folder=spec.cwd,
+            entry=entry,
+            extra_read=spec.extra_read,
+            credentials_dir=spec.credentials_dir,
+        )
+
+    async def _run(
+        self,
+        spec: SpawnSpec,
+        path: str,
+        payload: bytes,
+        on_event: EventSink | None,
+        spawn: Spawner,
+        confinement: Confinement | None,
+    ) -> RunOutcome:
+        env = spec.env
+        conf = None
+        if confinement is not None:
+            env = {**spec.env, **confinement.env}
+            conf = confinement.conf
         record = self.record
         if self.supervise and (record is None or record.fd < 0):  # first call, or forked
             record = self.record = supervision().record(self.groups_dir)
@@ -176,9 +230,9 @@ class SubprocessRunner:
         key = reaper.spawning() if reaper is not None else 0
         try:
             if self.calls == 1:  # alone: spawn right here, the helper adds the fds to the epoll
-                child = spawn.spawn(check.path, spec.cwd, spec.env, payload, poller.fileno())
+                child = spawn.spawn(path, spec.cwd, env, payload, poller.fileno(), conf)
             else:  # other calls run: the loop keeps serving them while the kernel spawns
-                child = await self.pool.spawn(spawn, check.path, spec.cwd, spec.env, payload)
+                child = await self.pool.spawn(spawn, path, spec.cwd, env, payload, conf)
         except OSError as exc:
             self.calls -= 1
             if reaper is not None:
@@ -186,7 +240,7 @@ class SubprocessRunner:
             reason = exc.strerror or str(exc)
             return RunOutcome(
                 Status.FAILED,
-                error=ErrorInfo("spawn_failed", f"cannot start {check.path}: {reason}"),
+                error=ErrorInfo("spawn_failed", f"cannot start {path}: {reason}"),
                 started_at=started_wall,
             )
         except BaseException:
@@ -194,6 +248,8 @@ class SubprocessRunner:
             if reaper is not None:
                 reaper.call_ended(key)
             raise
+        if confinement is not None:
+            confinement.close()  # the child holds its domain now
         pid = child.pid
         slot = record.add(pid) if record is not None else -1
         if reaper is not None:

@@ -15,10 +15,13 @@ delays the child, which starts on the same core.
   with the system's ``cc`` and cached by the hash of its source and flags, in the virtualenv
   (``<venv>/lib/ongrid-skills/``) or else the user's cache dir (``~/.cache/ongrid-skills/``); a
   library is loaded only from a directory and file owned by this user (or root) that nobody else
-  can write.
+  can write. A confined call (a sandbox profile) goes through ``ongrid_spawn_confined`` instead,
+  which clones the child itself to apply the Landlock ruleset, rlimits and ``no_new_privs``
+  before ``execve`` (:mod:`ongrid_skills.execution.confine`).
 - :class:`PopenSpawner` is the pure-Python fallback (``subprocess.Popen``), used when there is
   no compiler, the C library lacks ``posix_spawn``'s chdir/closefrom extensions (glibc < 2.34,
-  macOS), or ``ONGRID_SPAWN_HELPER=off`` forces it.
+  macOS), or ``ONGRID_SPAWN_HELPER=off`` forces it. It confines nothing: the runner refuses a
+  confined call (``sandbox_unavailable``) rather than run it through this path.
 
 Which one a runner uses is decided once per process and mode (:func:`spawner`); why the helper
 is unavailable is logged once at INFO. :class:`SpawnPool` runs spawns in worker threads, for a
@@ -34,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import errno
 import functools
 import hashlib
 import logging
@@ -47,7 +51,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,7 +60,7 @@ from typing import Literal, Protocol
 LOG = logging.getLogger("ongrid_skills.runner")
 SOURCE = Path(__file__).with_name("spawn_helper.c")
 CFLAGS = ("-O2", "-shared", "-fPIC", "-Wall")
-ABI = 2
+ABI = 3
 ENV_SWITCH = "ONGRID_SPAWN_HELPER"  # "off" (or 0/false/no): always use subprocess
 COMPILE_TIMEOUT_SECONDS = 60.0
 
@@ -92,7 +96,13 @@ class Spawner(Protocol):
     name: str
 
     def spawn(
-        self, path: str, cwd: str, env: Mapping[str, str], payload: bytes, epoll_fd: int
+        self,
+        path: str,
+        cwd: str,
+        env: Mapping[str, str],
+        payload: bytes,
+        epoll_fd: int,
+        conf: Sequence[int] | None = None,
     ) -> Child: ...
 
 
@@ -102,8 +112,16 @@ class PopenSpawner:
     name = "subprocess"
 
     def spawn(
-        self, path: str, cwd: str, env: Mapping[str, str], payload: bytes, epoll_fd: int
+        self,
+        path: str,
+        cwd: str,
+        env: Mapping[str, str],
+        payload: bytes,
+        epoll_fd: int,
+        conf: Sequence[int] | None = None,
     ) -> Child:
+        if conf is not None:  # never unconfined (the runner refuses before asking)
+            raise OSError(errno.ENOSYS, "confinement needs the spawn helper", path)
         for name, value in env.items():  # refused as the helper refuses it (Popen takes "=x")
             _env_entry(name, value)
         in_r, in_w = os.pipe()
@@ -154,16 +172,34 @@ class HelperSpawner:
         ]
         fn.restype = ctypes.c_int
         self._spawn = fn
+        confined = library.ongrid_spawn_confined
+        confined.argtypes = [*fn.argtypes, ctypes.POINTER(ctypes.c_long)]
+        confined.restype = ctypes.c_int
+        self._confined = confined
 
     def spawn(
-        self, path: str, cwd: str, env: Mapping[str, str], payload: bytes, epoll_fd: int
+        self,
+        path: str,
+        cwd: str,
+        env: Mapping[str, str],
+        payload: bytes,
+        epoll_fd: int,
+        conf: Sequence[int] | None = None,
     ) -> Child:
         raw_path, raw_cwd = os.fsencode(path), os.fsencode(cwd)
         if 0 in raw_path or 0 in raw_cwd:  # C would silently cut the string there
             raise ValueError("embedded null byte")
         blob = b"".join([_env_entry(name, value) for name, value in env.items()])
         out = (ctypes.c_long * 7)()
-        err = self._spawn(raw_path, raw_cwd, blob, len(env), payload, len(payload), epoll_fd, out)
+        if conf is None:
+            err = self._spawn(
+                raw_path, raw_cwd, blob, len(env), payload, len(payload), epoll_fd, out
+            )
+        else:
+            words = (ctypes.c_long * len(conf))(*conf)
+            err = self._confined(
+                raw_path, raw_cwd, blob, len(env), payload, len(payload), epoll_fd, out, words
+            )
         if err:
             raise OSError(err, os.strerror(err), path)
         pid, stdin, stdout, stderr, pidfd, written, watched = out
@@ -187,7 +223,13 @@ class SpawnPool:
         self._executor: ThreadPoolExecutor | None = None
 
     async def spawn(
-        self, spawner: Spawner, path: str, cwd: str, env: Mapping[str, str], payload: bytes
+        self,
+        spawner: Spawner,
+        path: str,
+        cwd: str,
+        env: Mapping[str, str],
+        payload: bytes,
+        conf: Sequence[int] | None = None,
     ) -> Child:
         """Spawn in a worker thread (the descriptors are not added to any epoll). Cancelled
         while the thread spawns, the child is killed and reaped as soon as it exists."""
@@ -196,7 +238,7 @@ class SpawnPool:
             executor = self._executor = ThreadPoolExecutor(
                 self.workers, thread_name_prefix="ongrid-spawn"
             )
-        future = executor.submit(spawner.spawn, path, cwd, env, payload, -1)
+        future = executor.submit(spawner.spawn, path, cwd, env, payload, -1, conf)
         try:
             return await asyncio.shield(asyncio.wrap_future(future))
         except asyncio.CancelledError:

@@ -13,6 +13,7 @@ import jsonschema_rs
 from ongrid_skills.errors import Violation
 from ongrid_skills.paths import Fingerprint, content_digest, fingerprint
 from ongrid_skills.skills.credential_slots import CredentialSlot
+from ongrid_skills.skills.sandbox import SandboxSpec
 from ongrid_skills.skills.schemas import EMPTY_OBJECT_SCHEMA, validate_args, validator_for
 from ongrid_skills.types import DEFAULT_TIMEOUT_SECONDS, SkillClass
 
@@ -131,6 +132,8 @@ class Skill:
     placement: Placement | None = None  # set on the manager for skills edge workers announce
     # The credentials it needs (SPEC §18): slots an admin binds a stored credential to.
     credentials: tuple[CredentialSlot, ...] = ()
+    # What the kernel lets a call of it touch (SPEC §20); None: the operator's default alone.
+    sandbox: SandboxSpec | None = None
     _validator: jsonschema_rs.Validator | None = None
     _load_hash: str | None = None
 
@@ -164,6 +167,8 @@ class Skill:
                 body["scope"] = self.scope
             if self.credentials:  # likewise: a skill without slots keeps its hash
                 body["credentials"] = [slot.to_dict() for slot in self.credentials]
+            if self.sandbox is not None:  # likewise: approvals bind what it may touch
+                body["sandbox"] = self.sandbox.to_dict()
             raw = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
             self._load_hash = hashlib.sha256(raw).hexdigest()
         return self._load_hash
@@ -202,6 +207,7 @@ class Skill:
                 {"credentials": [s.to_dict() for s in self.credentials]} if self.credentials else {}
             ),
             **({"placement": self.placement.to_dict()} if self.placement else {}),
+            **({"sandbox": self.sandbox.to_dict()} if self.sandbox else {}),
         }
 
 

@@ -44,6 +44,7 @@ from ongrid_skills.skills.requirements import (
     openclaw_block,
     openclaw_unmet,
 )
+from ongrid_skills.skills.sandbox import SandboxProblem, parse_sandbox
 from ongrid_skills.skills.schemas import EMPTY_OBJECT_SCHEMA, schema_problem, signature_schema
 from ongrid_skills.skills.skill_json import MAX_NAME_LENGTH, NAME_RE
 from ongrid_skills.types import DEFAULT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS, SkillClass
@@ -66,6 +67,7 @@ TOOL_KEYS = (
     "confirmation",
     "timeout_seconds",
     "schema",
+    "sandbox",
     "env_allow",
 )
 #: The ``metadata`` keys we read; any other one (openclaw's ``metadata.openclaw``…) is kept in
@@ -342,6 +344,13 @@ def _tool(
             raise fail(f"{where}: {issue}", "tools", tname)
         skill.schema = declared
     if kind == "builtin":
+        if tool.get("sandbox") is not None:
+            raise fail(
+                f"{where}.sandbox needs an exec: tool; a builtin: runs in the manager's process, "
+                "which no profile confines",
+                "tools",
+                tname,
+            )
         if declared_slots:
             raise fail(
                 f"{where}: metadata.requires.credentials needs an exec: tool; a builtin: runs "
@@ -383,6 +392,10 @@ def _tool(
             skill.credentials = parse_slots(declared_slots, tuple(env_allow))
         except SlotError as exc:
             raise fail(f"metadata.requires.credentials: {exc}", "metadata", tname) from None
+        try:
+            skill.sandbox = parse_sandbox(tool.get("sandbox"))
+        except SandboxProblem as exc:
+            raise fail(f"{where}.sandbox: {exc}", "tools", tname) from None
     else:
         raise fail(f"{where}.impl kind {kind!r} is not builtin or exec", "tools", tname)
     issue = scope_problem(skill.scope, skill.schema, skill.kind)
