@@ -29,7 +29,6 @@ import shutil
 import stat
 import tempfile
 import threading
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -73,8 +72,9 @@ DEFAULT_PROCESSES = 512
 DEFAULT_FILE_SIZE_MB = 1024
 DEFAULT_OPEN_FILES = 1024
 PID_MAX_FLOOR = 301  # the kernel refuses a smaller pid_max
-HOST_RULES_SECONDS = 30.0  # how long the host-read rule list is reused
-_NO_NEW_PRIVS, _NEW_PIDNS = 1, 2
+_NO_NEW_PRIVS, _NEW_PIDNS, _DROP_CAPS = 1, 2, 4
+#: Entries of /proc that are processes (their environment, memory, files): never readable.
+_PROC_SELF = ("self", "thread-self")
 
 
 @dataclass(slots=True)
@@ -112,7 +112,9 @@ class SandboxPolicy:
     file_size_mb: int = DEFAULT_FILE_SIZE_MB
     open_files: int = DEFAULT_OPEN_FILES
     temp_root: str | None = None
-    _host_rules: tuple[float, tuple[str, ...], list[tuple[str, int]]] | None = None
+    _host_rules: (
+        tuple[tuple[str, ...], tuple[tuple[str, int], ...], list[tuple[str, int]]] | None
+    ) = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
@@ -168,6 +170,11 @@ class SandboxPolicy:
             )
         protected = self._protected()
         for path in (folder, *spec.read, *spec.write, *extra_read):
+            if _process_entry(path):
+                raise SandboxUnavailable(
+                    f"profile {spec.profile}: {path} holds other processes' environments and "
+                    "memory, which no confined call may read"
+                )
             clash = _overlap(os.path.realpath(path), protected)
             if clash is not None:
                 raise SandboxUnavailable(
@@ -186,6 +193,8 @@ class SandboxPolicy:
             else:  # host-read
                 for path, rights in self._host_read(protected):
                     ruleset.allow_path(path, rights)
+                for path in (folder, entry, *spec.read, *extra_read):
+                    ruleset.allow_path(path, landlock.READ)
             for path in DEVICES:
                 ruleset.allow_path(path, landlock.DEVICE)
             if credentials_dir is not None:
@@ -205,7 +214,7 @@ class SandboxPolicy:
             (resource.RLIMIT_NOFILE, self.open_files),
         ]
         if os.geteuid() == 0:  # RLIMIT_NPROC is never applied to root: a PID namespace is
-            conf[1] |= _NEW_PIDNS
+            conf[1] |= _NEW_PIDNS | _DROP_CAPS
             conf[2] = max(PID_MAX_FLOOR, self.processes)
         else:
             limits.append((resource.RLIMIT_NPROC, self.processes))
@@ -239,19 +248,27 @@ class SandboxPolicy:
     def _host_read(self, protected: tuple[str, ...]) -> list[tuple[str, int]]:
         """Rules that let a call read the whole host except the protected paths: read on
         every sibling of each protected path and of its parents (Landlock only allows), and
-        listing (not reading) everywhere. Reused for a while: a file created next to a
-        protected one since is not readable until the list is remade."""
-        now = time.monotonic()
+        listing (not reading) everywhere. Kept while none of the folders listed for it
+        changed (one ``stat`` each per call): an entry added next to a protected path since
+        is covered at the next call."""
         with self._lock:
             cached = self._host_rules
-            fresh = cached is not None and now - cached[0] < HOST_RULES_SECONDS
-            if cached is not None and fresh and cached[1] == protected:
-                return cached[2]
+        if cached is not None and cached[0] == protected and _unchanged(cached[1]):
+            return cached[2]
         rules: list[tuple[str, int]] = [("/", landlock.READ_DIR)]
-        _siblings("/", protected, rules)
+        listed: list[tuple[str, int]] = []
+        _siblings("/", protected, rules, listed)
         with self._lock:
-            self._host_rules = (now, protected, rules)
+            self._host_rules = (protected, tuple(listed), rules)
         return rules
+
+
+def _process_entry(path: str) -> bool:
+    """``/proc`` itself or a process's entry in it (``/proc/1/environ``, ``/proc/self``)."""
+    parts = path.split("/")
+    if parts[1:2] != ["proc"]:
+        return False
+    return len(parts) == 2 or parts[2] == "" or parts[2].isdigit() or parts[2] in _PROC_SELF
 
 
 def _overlap(path: str, protected: tuple[str, ...]) -> str | None:
@@ -265,18 +282,34 @@ def _under(path: str, folder: str) -> bool:
     return folder == "/" or path.startswith(folder.rstrip("/") + "/")
 
 
-def _siblings(folder: str, protected: tuple[str, ...], rules: list[tuple[str, int]]) -> None:
+def _unchanged(listed: tuple[tuple[str, int], ...]) -> bool:
     try:
+        return all(os.stat(folder).st_mtime_ns == mtime for folder, mtime in listed)
+    except OSError:
+        return False
+
+
+def _siblings(
+    folder: str,
+    protected: tuple[str, ...],
+    rules: list[tuple[str, int]],
+    listed: list[tuple[str, int]],
+) -> None:
+    try:
+        listed.append((folder, os.stat(folder).st_mtime_ns))
         names = os.listdir(folder)
     except OSError:
         return
     for name in names:
         path = os.path.join(folder, name)
-        if path in protected:
+        if path == "/proc":  # its entries but the processes'
+            _siblings(path, protected, rules, listed)
+            continue
+        if path in protected or _process_entry(path):
             continue
         if any(_under(secret, path) for secret in protected):
             if os.path.isdir(path) and not os.path.islink(path):
-                _siblings(path, protected, rules)
+                _siblings(path, protected, rules, listed)
             continue
         if _overlap(os.path.realpath(path), protected) is None:  # not a link into a secret
             rules.append((path, landlock.READ))

@@ -213,20 +213,23 @@ int ongrid_spawn(const char *path, const char *cwd, const char *env, int nenv,
  *
  * ongrid_spawn_confined(..., conf) is ongrid_spawn with the child confined before it execs:
  *   conf[0]  a Landlock ruleset descriptor (built by the parent, O_CLOEXEC), or -1;
- *   conf[1]  flags: 1 = no_new_privs, 2 = new PID namespace whose pid_max is conf[2];
+ *   conf[1]  flags: 1 = no_new_privs, 2 = new PID namespace whose pid_max is conf[2],
+ *            4 = drop every capability (bounding set, then the process's sets: root's
+ *            child execs without any);
  *   conf[2]  that pid_max (the kernel's floor is 301);
  *   conf[3]  n, then n pairs (resource, limit) for setrlimit (soft = hard = limit).
  * posix_spawn cannot run code in the child, so this path clones the child itself the way glibc
  * does: CLONE_VM | CLONE_VFORK on a stack of its own, every signal blocked in the parent
  * around it, handled signals reset to their default in the child, and an error of the child
  * (before or at exec) written back through the shared memory. The child does, in order:
- * setsid, the three dup2, chdir, pid_max (in its new namespace), the rlimits,
- * PR_SET_NO_NEW_PRIVS, landlock_restrict_self, close every descriptor from 3 up, the signal
+ * setsid, the three dup2, chdir, pid_max (in its new namespace), the rlimits, the
+ * capabilities, PR_SET_NO_NEW_PRIVS, landlock_restrict_self, close every descriptor from 3 up, the signal
  * mask and dispositions, execve. Any step that fails fails the spawn: never a child less
  * confined than asked. */
 
 #define CONF_NO_NEW_PRIVS 1
 #define CONF_NEW_PIDNS 2
+#define CONF_DROP_CAPS 4
 #define CHILD_STACK (256 * 1024)
 
 struct child_args {
@@ -262,6 +265,16 @@ static int child_main(void *raw) {
         struct rlimit rl;
         rl.rlim_cur = rl.rlim_max = (rlim_t)conf[5 + 2 * i];
         if (setrlimit((int)conf[4 + 2 * i], &rl) != 0) goto fail;
+    }
+    if (conf[1] & CONF_DROP_CAPS) {
+        for (int cap = 0; cap < 64; cap++)
+            if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL) goto fail;
+        struct {
+            unsigned int version;
+            int pid;
+        } header = {0x20080522, 0}; /* _LINUX_CAPABILITY_VERSION_3 */
+        unsigned int data[6] = {0, 0, 0, 0, 0, 0};
+        if (syscall(SYS_capset, &header, data) != 0) goto fail;
     }
     if ((conf[1] & CONF_NO_NEW_PRIVS) && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) goto fail;
     if (conf[0] >= 0 && syscall(SYS_landlock_restrict_self, (int)conf[0], 0) != 0) goto fail;
