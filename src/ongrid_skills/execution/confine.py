@@ -29,7 +29,7 @@ import shutil
 import stat
 import tempfile
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ongrid_skills.errors import SandboxUnavailable
@@ -71,6 +71,7 @@ DEFAULT_MEMORY_MB = 4096
 DEFAULT_PROCESSES = 512
 DEFAULT_FILE_SIZE_MB = 1024
 DEFAULT_OPEN_FILES = 1024
+MAX_FREE_TEMP_DIRS = 64
 PID_MAX_FLOOR = 301  # the kernel refuses a smaller pid_max
 _NO_NEW_PRIVS, _NEW_PIDNS, _DROP_CAPS = 1, 2, 4
 #: Entries of /proc that are processes (their environment, memory, files): never readable.
@@ -85,19 +86,24 @@ class Confinement:
     profile: str
     conf: tuple[int, ...]
     env: dict[str, str]
-    ruleset: landlock.Ruleset | None
+    ruleset: int  # its descriptor, -1 once closed
     temp_dir: str | None
+    policy: SandboxPolicy | None = None
 
     def close(self) -> None:
-        if self.ruleset is not None:
-            self.ruleset.close()
-            self.ruleset = None
+        if self.ruleset >= 0:
+            os.close(self.ruleset)
+            self.ruleset = -1
 
     def release(self) -> None:
         self.close()
-        if self.temp_dir is not None:
-            shutil.rmtree(self.temp_dir, ignore_errors=True)
-            self.temp_dir = None
+        if self.temp_dir is not None and self.policy is not None:
+            self.policy.give_back(self.temp_dir)
+        self.temp_dir = None
+
+
+#: What builds a ruleset from its attr and (fd, rights) pairs: the spawn helper's.
+Build = Callable[[bytes, Sequence[int]], int]
 
 
 @dataclass(slots=True)
@@ -112,9 +118,13 @@ class SandboxPolicy:
     file_size_mb: int = DEFAULT_FILE_SIZE_MB
     open_files: int = DEFAULT_OPEN_FILES
     temp_root: str | None = None
-    _host_rules: (
-        tuple[tuple[str, ...], tuple[tuple[str, int], ...], list[tuple[str, int]]] | None
-    ) = None
+    # Open O_PATH descriptors of the rules every call of a profile shares: the system's
+    # folders and devices (kept for the policy's life), and host-read's (kept while the folders
+    # listed for them do not change).
+    _system: list[int] | None = None
+    _host: tuple[tuple[str, ...], tuple[tuple[str, int], ...], list[int]] | None = None
+    _protected: tuple[str, ...] | None = None
+    _free: list[str] = field(default_factory=list)  # emptied temp dirs, to reuse
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
@@ -149,13 +159,15 @@ class SandboxPolicy:
     def plan(
         self,
         spec: SandboxSpec,
+        build: Build,
         *,
         folder: str,
         entry: str,
         extra_read: Iterable[str] = (),
         credentials_dir: str | None = None,
     ) -> Confinement | None:
-        """The confinement of one call (None for ``none``); raises SandboxUnavailable."""
+        """The confinement of one call (None for ``none``); ``build`` makes the ruleset.
+        Raises SandboxUnavailable."""
         if spec.profile == NONE:
             return None
         version = landlock.abi()
@@ -168,7 +180,7 @@ class SandboxPolicy:
             raise SandboxUnavailable(
                 f"network: false needs Landlock ABI 4 (TCP rules); this kernel has ABI {version}"
             )
-        protected = self._protected()
+        protected = self._protected_paths()
         for path in (folder, *spec.read, *spec.write, *extra_read):
             if _process_entry(path):
                 raise SandboxUnavailable(
@@ -181,33 +193,30 @@ class SandboxPolicy:
                     f"profile {spec.profile}: {path} would expose {clash}, which no confined call "
                     "may read"
                 )
+        attr, fs_rights = landlock.handled(spec.network, version)
         temp_dir = self._temp_dir()
-        ruleset: landlock.Ruleset | None = None
+        opened: list[int] = []
         try:
-            ruleset = landlock.Ruleset(network=spec.network)
-            if spec.profile == STRICT:
-                for path in (*SYSTEM_READ, *spec.read, *extra_read):
-                    ruleset.allow_path(path, landlock.READ)
-                ruleset.allow_path(folder, landlock.READ)
-                ruleset.allow_path(entry, landlock.READ)
-            else:  # host-read
-                for path, rights in self._host_read(protected):
-                    ruleset.allow_path(path, rights)
-                for path in (folder, entry, *spec.read, *extra_read):
-                    ruleset.allow_path(path, landlock.READ)
-            for path in DEVICES:
-                ruleset.allow_path(path, landlock.DEVICE)
+            rules = list(self._shared(spec.profile, protected, fs_rights))
+            own = [(path, landlock.READ) for path in (folder, entry, *spec.read, *extra_read)]
             if credentials_dir is not None:
-                ruleset.allow_path(credentials_dir, landlock.READ)
-            for path in spec.write:
-                ruleset.allow_path(path, landlock.WRITE)
-            ruleset.allow_path(temp_dir, landlock.WRITE)
+                own.append((credentials_dir, landlock.READ))
+            own += [(path, landlock.WRITE) for path in (*spec.write, temp_dir)]
+            for path, rights in own:
+                found = landlock.open_rule(path, rights, fs_rights)
+                if found is not None:
+                    opened.append(found[0])
+                    rules += found
+            ruleset = build(attr, rules)
         except OSError as exc:
-            if ruleset is not None:
-                ruleset.close()
-            shutil.rmtree(temp_dir, ignore_errors=True)
-            raise SandboxUnavailable(f"cannot build the Landlock ruleset: {exc.strerror}") from None
-        conf = [ruleset.fd, _NO_NEW_PRIVS, 0]
+            self.give_back(temp_dir)
+            raise SandboxUnavailable(
+                f"cannot build the Landlock ruleset: {exc.strerror or exc}"
+            ) from None
+        finally:
+            for fd in opened:
+                os.close(fd)
+        conf = [ruleset, _NO_NEW_PRIVS, 0]
         limits = [
             (resource.RLIMIT_AS, self.memory_mb << 20),
             (resource.RLIMIT_FSIZE, self.file_size_mb << 20),
@@ -222,15 +231,66 @@ class SandboxPolicy:
         for which, value in limits:
             conf += [which, value]
         env = {"TMPDIR": temp_dir}
-        return Confinement(spec.profile, tuple(conf), env, ruleset, temp_dir)
+        return Confinement(spec.profile, tuple(conf), env, ruleset, temp_dir, self)
 
-    def _protected(self) -> tuple[str, ...]:
-        paths = [*SYSTEM_SECRETS, *self.protected]
-        if self.temp_root is not None:
-            paths.append(self.temp_root)
-        return tuple(dict.fromkeys(os.path.realpath(p) for p in paths))
+    def _shared(self, profile: str, protected: tuple[str, ...], fs_rights: int) -> list[int]:
+        """The (fd, rights) pairs, flattened, every call of ``profile`` shares."""
+        with self._lock:
+            system = self._system
+            if system is None:
+                system = self._system = _open_all(
+                    [(p, landlock.READ) for p in SYSTEM_READ]
+                    + [(p, landlock.DEVICE) for p in DEVICES],
+                    fs_rights,
+                )
+            devices = system[-2 * len(DEVICES) :]  # the devices all exist on Linux
+            if profile == STRICT:
+                return system
+            host = self._host
+            if host is not None and host[0] == protected and _unchanged(host[1]):
+                return host[2] + devices
+            rules: list[tuple[str, int]] = [("/", landlock.READ_DIR)]
+            listed: list[tuple[str, int]] = []
+            _siblings("/", protected, rules, listed)
+            if host is not None:
+                for fd in host[2][::2]:
+                    os.close(fd)
+            opened = _open_all(rules, fs_rights)
+            self._host = (protected, tuple(listed), opened)
+            return opened + devices
+
+    def _protected_paths(self) -> tuple[str, ...]:
+        found = self._protected
+        if found is None:
+            paths = [*SYSTEM_SECRETS, *self.protected]
+            found = self._protected = tuple(dict.fromkeys(os.path.realpath(p) for p in paths))
+        return found
+
+    def give_back(self, path: str) -> None:
+        """A call ended: empty its temp dir and keep it for another call. Why not remove it:
+        removing a folder a Landlock rule named waits for an RCU grace period (milliseconds,
+        measured), emptying it does not; the call's processes are gone (a root manager's calls
+        die with their PID namespace; the orphan sweeper kills what escaped the others)."""
+        try:
+            for item in os.scandir(path):
+                if item.is_dir(follow_symlinks=False):
+                    shutil.rmtree(item.path)
+                else:
+                    os.unlink(item.path)
+            os.chmod(path, 0o700)
+        except OSError:
+            threading.Thread(target=shutil.rmtree, args=(path, True), daemon=True).start()
+            return
+        with self._lock:
+            if len(self._free) < MAX_FREE_TEMP_DIRS:
+                self._free.append(path)
+                return
+        threading.Thread(target=shutil.rmtree, args=(path, True), daemon=True).start()
 
     def _temp_dir(self) -> str:
+        with self._lock:
+            if self._free:
+                return self._free.pop()
         root = self.temp_root or os.path.join(
             tempfile.gettempdir(), f"ongrid-sandbox-{os.getuid()}"
         )
@@ -244,23 +304,6 @@ class SandboxPolicy:
             return tempfile.mkdtemp(prefix="call-", dir=root)
         except OSError as exc:
             raise SandboxUnavailable(f"cannot make the call's temp dir: {exc}") from None
-
-    def _host_read(self, protected: tuple[str, ...]) -> list[tuple[str, int]]:
-        """Rules that let a call read the whole host except the protected paths: read on
-        every sibling of each protected path and of its parents (Landlock only allows), and
-        listing (not reading) everywhere. Kept while none of the folders listed for it
-        changed (one ``stat`` each per call): an entry added next to a protected path since
-        is covered at the next call."""
-        with self._lock:
-            cached = self._host_rules
-        if cached is not None and cached[0] == protected and _unchanged(cached[1]):
-            return cached[2]
-        rules: list[tuple[str, int]] = [("/", landlock.READ_DIR)]
-        listed: list[tuple[str, int]] = []
-        _siblings("/", protected, rules, listed)
-        with self._lock:
-            self._host_rules = (protected, tuple(listed), rules)
-        return rules
 
 
 def _process_entry(path: str) -> bool:
@@ -280,6 +323,18 @@ def _overlap(path: str, protected: tuple[str, ...]) -> str | None:
 
 def _under(path: str, folder: str) -> bool:
     return folder == "/" or path.startswith(folder.rstrip("/") + "/")
+
+
+def _open_all(rules: list[tuple[str, int]], fs_rights: int) -> list[int]:
+    out: list[int] = []
+    for path, rights in rules:
+        try:
+            found = landlock.open_rule(path, rights, fs_rights)
+        except OSError:
+            continue  # gone meanwhile, or unreadable: not allowed, then
+        if found is not None:
+            out += found
+    return out
 
 
 def _unchanged(listed: tuple[tuple[str, int], ...]) -> bool:

@@ -1,8 +1,9 @@
-"""Linux Landlock from Python: the kernel's ABI version, and rulesets built for a child.
+"""Linux Landlock from Python: the kernel's ABI version, and what a child's ruleset is made of.
 
-The parent builds a ruleset (``landlock_create_ruleset`` + one ``landlock_add_rule`` per path
-or port) and hands its descriptor to the spawn helper, whose child calls
-``landlock_restrict_self`` just before ``execve`` (``spawn_helper.c``). Building a ruleset does
+The parent builds a ruleset (``landlock_create_ruleset`` + one ``landlock_add_rule`` per path,
+in one call of the spawn helper's ``ongrid_landlock_ruleset``) and hands its descriptor to the
+spawn helper, whose child calls ``landlock_restrict_self`` just before ``execve``
+(``spawn_helper.c``). Building a ruleset does
 not restrict the process that builds it. Only the access rights the kernel's ABI knows are
 handled; what is handled and not allowed by a rule is denied to the child and everything it
 starts, whatever its user (root too).
@@ -24,9 +25,8 @@ import struct
 import sys
 
 # x86_64 and aarch64 (and every architecture added since 5.13) share these numbers.
-_CREATE, _ADD_RULE = 444, 445
+_CREATE = 444
 _VERSION_FLAG = 1
-_RULE_PATH_BENEATH, _RULE_NET_PORT = 1, 2
 
 EXECUTE = 1 << 0
 WRITE_FILE = 1 << 1
@@ -103,63 +103,33 @@ def abi() -> int:
     return max(found, 0)
 
 
-def _fail(what: str) -> OSError:
-    err = ctypes.get_errno()
-    return OSError(err, f"{what}: {os.strerror(err)}")
+def handled(network: bool, version: int | None = None) -> tuple[bytes, int]:
+    """The ``landlock_ruleset_attr`` of a ruleset for this kernel (every filesystem right it
+    knows; TCP bind/connect unless ``network``; signals and abstract Unix sockets scoped from
+    ABI 6), and the filesystem rights it handles."""
+    version = abi() if version is None else version
+    fs_rights = _fs_rights(version)
+    net = 0 if network else NET_BIND_TCP | NET_CONNECT_TCP
+    if version >= 6:
+        return struct.pack("QQQ", fs_rights, net, SCOPE_ABSTRACT_UNIX | SCOPE_SIGNAL), fs_rights
+    if version >= 4:
+        return struct.pack("QQ", fs_rights, net), fs_rights
+    return struct.pack("Q", fs_rights), fs_rights
 
 
-class Ruleset:
-    """One ruleset being built; :attr:`fd` goes to the spawn helper, then :meth:`close`."""
-
-    def __init__(self, *, network: bool, scoped: bool = True) -> None:
-        """``network``: False handles (and so denies) TCP bind and connect; ``scoped``: deny
-        signals to, and abstract Unix sockets of, processes outside the domain (ABI 6)."""
-        libc = _libc()
-        version = abi()
-        if libc is None or version < 1:
-            raise OSError(0, "Landlock is not available on this kernel")
-        self.abi = version
-        self.fs_rights = _fs_rights(version)
-        net = 0 if network else NET_BIND_TCP | NET_CONNECT_TCP
-        scope = SCOPE_ABSTRACT_UNIX | SCOPE_SIGNAL if scoped and version >= 6 else 0
-        if version >= 6:
-            attr = struct.pack("QQQ", self.fs_rights, net, scope)
-        elif version >= 4:
-            attr = struct.pack("QQ", self.fs_rights, net)
-        else:
-            attr = struct.pack("Q", self.fs_rights)
-        self._libc = libc
-        buf = ctypes.create_string_buffer(attr, len(attr))
-        fd = int(libc.syscall(_CREATE, buf, ctypes.c_size_t(len(attr)), ctypes.c_uint32(0)))
-        if fd < 0:
-            raise _fail("landlock_create_ruleset")
-        self.fd = fd
-
-    def allow_fd(self, fd: int, rights: int, is_dir: bool) -> None:
-        """Allow ``rights`` beneath the file or folder open at ``fd`` (``O_PATH``)."""
-        rights &= self.fs_rights if is_dir else self.fs_rights & FILE_RIGHTS
-        if not rights:
-            return
-        attr = ctypes.create_string_buffer(struct.pack("=Qi", rights, fd), 12)
-        if self._libc.syscall(_ADD_RULE, self.fd, _RULE_PATH_BENEATH, attr, 0) != 0:
-            raise _fail("landlock_add_rule")
-
-    def allow_path(self, path: str, rights: int) -> bool:
-        """Allow ``rights`` beneath ``path``; False when there is no such path."""
-        try:
-            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-        except FileNotFoundError:
-            return False
-        try:
-            self.allow_fd(fd, rights, stat.S_ISDIR(os.fstat(fd).st_mode))
-        finally:
-            os.close(fd)
-        return True
-
-    def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+def open_rule(path: str, rights: int, fs_rights: int) -> tuple[int, int] | None:
+    """An ``O_PATH`` descriptor of ``path`` and the rights a rule on it may hold (a file's
+    rule only file rights); None when there is no such path. The caller closes the fd."""
+    try:
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    try:
+        is_dir = stat.S_ISDIR(os.fstat(fd).st_mode)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd, rights & (fs_rights if is_dir else fs_rights & FILE_RIGHTS)
 
 
-__all__ = ["DEVICE", "FILE_RIGHTS", "READ", "READ_DIR", "WRITE", "Ruleset", "abi"]
+__all__ = ["DEVICE", "FILE_RIGHTS", "READ", "READ_DIR", "WRITE", "abi", "handled", "open_rule"]

@@ -47,6 +47,7 @@ from ongrid_skills.execution.reaper import OrphanReaper
 from ongrid_skills.execution.records import ErrorInfo, Event, EventSink, Status
 from ongrid_skills.execution.spawner import (
     Child,
+    HelperSpawner,
     Mode,
     Spawner,
     SpawnPool,
@@ -188,13 +189,14 @@ class SubprocessRunner:
         profile = self.sandbox.resolve(spec.sandbox, spec.skill_class)
         if profile.profile == "none":
             return None
-        if spawn.name != "helper":
+        if not isinstance(spawn, HelperSpawner):
             raise SandboxUnavailable(
                 f"profile {profile.profile} needs the spawn helper, and skills are spawned "
                 "through subprocess here (no C compiler, ONGRID_SPAWN_HELPER=off, or not Linux)"
             )
         return self.sandbox.plan(
             profile,
+            spawn.ruleset,
             folder=spec.cwd,
             entry=entry,
             extra_read=spec.extra_read,
@@ -230,7 +232,11 @@ class SubprocessRunner:
         key = reaper.spawning() if reaper is not None else 0
         try:
             if self.calls == 1:  # alone: spawn right here, the helper adds the fds to the epoll
-                child = spawn.spawn(path, spec.cwd, env, payload, poller.fileno(), conf)
+                epoll = poller.fileno()
+                if conf is None:
+                    child = spawn.spawn(path, spec.cwd, env, payload, epoll)
+                else:
+                    child = spawn.spawn(path, spec.cwd, env, payload, epoll, conf)
             else:  # other calls run: the loop keeps serving them while the kernel spawns
                 child = await self.pool.spawn(spawn, path, spec.cwd, env, payload, conf)
         except OSError as exc:

@@ -351,3 +351,36 @@ int ongrid_spawn_confined(const char *path, const char *cwd, const char *env, in
     if (conf == NULL) return EINVAL;
     return spawn_any(path, cwd, env, nenv, payload, len, epfd, out, conf);
 }
+
+/* ---- Landlock rulesets --------------------------------------------------------------------
+ *
+ * ongrid_landlock_ruleset(attr, size, rules, n): landlock_create_ruleset with the `size` bytes
+ * of `attr`, then one path-beneath rule per pair (O_PATH descriptor, allowed rights) of
+ * `rules`; returns the ruleset descriptor (close-on-exec), or -errno. One call from Python
+ * instead of one per rule. */
+
+#ifndef SYS_landlock_create_ruleset
+#define SYS_landlock_create_ruleset 444
+#define SYS_landlock_add_rule 445
+#endif
+
+struct path_beneath {
+    unsigned long long allowed;
+    int parent_fd;
+} __attribute__((packed));
+
+int ongrid_landlock_ruleset(const void *attr, long size, const long *rules, int n) {
+    int fd = (int)syscall(SYS_landlock_create_ruleset, attr, (size_t)size, 0);
+    if (fd < 0) return -errno;
+    for (int i = 0; i < n; i++) {
+        struct path_beneath rule;
+        rule.allowed = (unsigned long long)rules[2 * i + 1];
+        rule.parent_fd = (int)rules[2 * i];
+        if (syscall(SYS_landlock_add_rule, fd, 1, &rule, 0) != 0) {
+            int saved = errno;
+            close(fd);
+            return -saved;
+        }
+    }
+    return fd;
+}

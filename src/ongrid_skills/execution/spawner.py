@@ -176,6 +176,24 @@ class HelperSpawner:
         confined.argtypes = [*fn.argtypes, ctypes.POINTER(ctypes.c_long)]
         confined.restype = ctypes.c_int
         self._confined = confined
+        build = library.ongrid_landlock_ruleset
+        build.argtypes = [
+            ctypes.c_char_p,
+            ctypes.c_long,
+            ctypes.POINTER(ctypes.c_long),
+            ctypes.c_int,
+        ]
+        build.restype = ctypes.c_int
+        self._ruleset = build
+
+    def ruleset(self, attr: bytes, rules: Sequence[int]) -> int:
+        """A Landlock ruleset of ``attr`` with one rule per (O_PATH fd, rights) pair flattened
+        in ``rules``: its descriptor (close-on-exec). Raises OSError."""
+        words = (ctypes.c_long * len(rules))(*rules)
+        fd = self._ruleset(attr, len(attr), words, len(rules) // 2)
+        if fd < 0:
+            raise OSError(-fd, os.strerror(-fd))
+        return int(fd)
 
     def spawn(
         self,
@@ -238,7 +256,10 @@ class SpawnPool:
             executor = self._executor = ThreadPoolExecutor(
                 self.workers, thread_name_prefix="ongrid-spawn"
             )
-        future = executor.submit(spawner.spawn, path, cwd, env, payload, -1, conf)
+        if conf is None:
+            future = executor.submit(spawner.spawn, path, cwd, env, payload, -1)
+        else:
+            future = executor.submit(spawner.spawn, path, cwd, env, payload, -1, conf)
         try:
             return await asyncio.shield(asyncio.wrap_future(future))
         except asyncio.CancelledError:
