@@ -12,6 +12,7 @@ import pytest
 from ongrid_skills.errors import ConfigError
 from ongrid_skills.settings import Settings
 from ongrid_skills.skills.sandbox import SandboxSpec, effective
+from tests.support.cli import run_cli
 from tests.support.skills import load, write_exec, write_skill, write_skill_md
 
 
@@ -119,3 +120,18 @@ def test_the_sandbox_defaults_per_class_are_settings() -> None:
     assert settings.sandbox_skills_may_loosen is True
     with pytest.raises(ConfigError, match="strict, host-read or none"):
         Settings.load({"ONGRID_SANDBOX_DEFAULT_DANGEROUS": "tight"})
+
+
+def test_show_says_what_a_skill_may_touch(tmp_path: Path) -> None:
+    skills = tmp_path / "skills"
+    write_skill(skills, "clean_cache", sandbox={"profile": "strict", "write": ["/var/cache/app"]})
+    env = {
+        "ONGRID_DATA_DIR": str(tmp_path / "data"),
+        "ONGRID_SKILLS_EXTERNAL_DIRS": str(skills),
+        "ONGRID_BUNDLED_SKILLS": "0",
+    }
+    done = run_cli("show", "clean_cache", **env)
+    assert done.returncode == 0, done.stderr
+    assert "sandbox:         strict, write /var/cache/app, no network" in done.stdout
+    as_json = run_cli("show", "clean_cache", "--json", **env)
+    assert '"sandbox": {"profile": "strict"' in as_json.stdout
