@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 
 from ongrid_skills.errors import SandboxUnavailable
 from ongrid_skills.execution import landlock
+from ongrid_skills.execution.spawner import HelperSpawner, Spawner
+from ongrid_skills.execution.spec import SpawnSpec
 from ongrid_skills.settings import Settings
 from ongrid_skills.skills.sandbox import NONE, STRICT, SandboxSpec, effective
 
@@ -155,6 +157,26 @@ class SandboxPolicy:
     def resolve(self, declared: SandboxSpec | None, skill_class: str) -> SandboxSpec:
         """The profile a call of this class with this declaration runs under."""
         return effective(declared, self.defaults.get(skill_class, NONE), may_loosen=self.may_loosen)
+
+    def for_call(self, spec: SpawnSpec, entry: str, spawn: Spawner) -> Confinement | None:
+        """The confinement of one call of ``spec`` (None: profile none); raises
+        SandboxUnavailable, also when ``spawn`` (the ``subprocess`` fallback) cannot confine."""
+        profile = self.resolve(spec.sandbox, spec.skill_class)
+        if profile.profile == NONE:
+            return None
+        if not isinstance(spawn, HelperSpawner):
+            raise SandboxUnavailable(
+                f"profile {profile.profile} needs the spawn helper, and skills are spawned "
+                "through subprocess here (no C compiler, ONGRID_SPAWN_HELPER=off, or not Linux)"
+            )
+        return self.plan(
+            profile,
+            spawn.ruleset,
+            folder=spec.cwd,
+            entry=entry,
+            extra_read=spec.extra_read,
+            credentials_dir=spec.credentials_dir,
+        )
 
     def plan(
         self,

@@ -35,19 +35,15 @@ import os
 import signal
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Protocol
 
 from ongrid_skills.errors import SandboxUnavailable
-from ongrid_skills.execution.confine import Confinement, SandboxPolicy
+from ongrid_skills.execution.confine import SandboxPolicy
 from ongrid_skills.execution.deadlines import LoopDeadlines
-from ongrid_skills.execution.masking import Masker
 from ongrid_skills.execution.poller import LoopPoller, Poller, new_poller
 from ongrid_skills.execution.reaper import OrphanReaper
 from ongrid_skills.execution.records import ErrorInfo, Event, EventSink, Status
 from ongrid_skills.execution.spawner import (
     Child,
-    HelperSpawner,
     Mode,
     Spawner,
     SpawnPool,
@@ -58,49 +54,17 @@ from ongrid_skills.execution.spawner import (
     spawner,
     wait_no_reap,
 )
+from ongrid_skills.execution.spec import Runner, SpawnSpec
 from ongrid_skills.execution.stderr import StderrTimeline
 from ongrid_skills.execution.supervision import SUPPORTED, GroupRecord, supervision
 from ongrid_skills.execution.verdict import RunOutcome, verdict
 from ongrid_skills.execution.wire import STDOUT_CAP, StdoutBuffer
 from ongrid_skills.paths import check_entry
-from ongrid_skills.skills.sandbox import SandboxSpec
 
 KILL_GRACE_SECONDS = 2.0
 LINGER_SECONDS = 1.0
 ABANDON_REAP_SECONDS = 0.1  # how long a cancelled call waits for its SIGKILLed child
 _READ_CHUNK = 256 * 1024
-
-
-@dataclass(frozen=True, slots=True)
-class SpawnSpec:
-    """What to spawn: a canonical entry under a canonical root, where, with which environment."""
-
-    entry: str
-    root: str
-    cwd: str
-    env: Mapping[str, str]
-    timeout_seconds: float
-    shown_root: str = ""
-    confine: str | None = None  # a folder the entry must also stay in (a SKILL.md's exec:)
-    masker: Masker | None = None  # the call's credential values, masked in all it writes
-    # The skill's sandbox declaration and class (the runner's policy makes the profile), the
-    # call's credentials folder and other folders it must read (a pack's bin/).
-    sandbox: SandboxSpec | None = None
-    skill_class: str = "safe"
-    credentials_dir: str | None = None
-    extra_read: tuple[str, ...] = ()
-
-
-class Runner(Protocol):
-    """Runs one admitted call of a skill with a target: all the pipeline and manager ask of it."""
-
-    async def run(
-        self, spec: SpawnSpec, payload: bytes, on_event: EventSink | None = None
-    ) -> RunOutcome:
-        """Run the call to its end: ``payload`` is the args JSON, ``on_event`` gets the
-        timeline events. A skill's failure is the outcome, never an exception; cancelling the
-        awaiting task stops the call and propagates."""
-        ...
 
 
 class SubprocessRunner:
@@ -120,9 +84,8 @@ class SubprocessRunner:
     ) -> None:
         """``supervise``: record each call for the sentinel (Linux); ``groups_dir``: keep the
         record there (a manager's data dir) so start-up recovery can read it too; ``spawn``:
-        ``auto`` (the spawn helper when it is available), ``helper`` or ``subprocess``;
-        ``sandbox``: the operator's sandbox policy (default: only what skills declare)."""
-        self.sandbox = sandbox or SandboxPolicy()
+        ``auto`` (the spawn helper when it is available), ``helper`` or ``subprocess``."""
+        self.sandbox = sandbox or SandboxPolicy()  # the operator's: defaults, limits, secrets
         self.stdout_cap = stdout_cap
         self.kill_grace = kill_grace
         self.linger = linger
@@ -175,33 +138,17 @@ class SubprocessRunner:
             return RunOutcome(Status.FAILED, error=ErrorInfo("entry_rejected", check.problem))
         spawn = self.spawner or await self._spawner()
         try:
-            confinement = self._confine(spec, check.path, spawn)
+            confinement = self.sandbox.for_call(spec, check.path, spawn)
         except SandboxUnavailable as exc:
             return RunOutcome(Status.FAILED, error=ErrorInfo(exc.code, exc.message))
+        env, conf = spec.env, None
+        if confinement is not None:
+            env, conf = {**spec.env, **confinement.env}, confinement.conf
         try:
-            return await self._run(spec, check.path, payload, on_event, spawn, confinement)
+            return await self._run(spec, check.path, payload, on_event, spawn, env, conf)
         finally:
             if confinement is not None:
                 confinement.release()
-
-    def _confine(self, spec: SpawnSpec, entry: str, spawn: Spawner) -> Confinement | None:
-        """The call's confinement (None: profile none); raises SandboxUnavailable."""
-        profile = self.sandbox.resolve(spec.sandbox, spec.skill_class)
-        if profile.profile == "none":
-            return None
-        if not isinstance(spawn, HelperSpawner):
-            raise SandboxUnavailable(
-                f"profile {profile.profile} needs the spawn helper, and skills are spawned "
-                "through subprocess here (no C compiler, ONGRID_SPAWN_HELPER=off, or not Linux)"
-            )
-        return self.sandbox.plan(
-            profile,
-            spawn.ruleset,
-            folder=spec.cwd,
-            entry=entry,
-            extra_read=spec.extra_read,
-            credentials_dir=spec.credentials_dir,
-        )
 
     async def _run(
         self,
@@ -210,13 +157,9 @@ class SubprocessRunner:
         payload: bytes,
         on_event: EventSink | None,
         spawn: Spawner,
-        confinement: Confinement | None,
+        env: Mapping[str, str],
+        conf: tuple[int, ...] | None,
     ) -> RunOutcome:
-        env = spec.env
-        conf = None
-        if confinement is not None:
-            env = {**spec.env, **confinement.env}
-            conf = confinement.conf
         record = self.record
         if self.supervise and (record is None or record.fd < 0):  # first call, or forked
             record = self.record = supervision().record(self.groups_dir)
@@ -232,11 +175,8 @@ class SubprocessRunner:
         key = reaper.spawning() if reaper is not None else 0
         try:
             if self.calls == 1:  # alone: spawn right here, the helper adds the fds to the epoll
-                epoll = poller.fileno()
-                if conf is None:
-                    child = spawn.spawn(path, spec.cwd, env, payload, epoll)
-                else:
-                    child = spawn.spawn(path, spec.cwd, env, payload, epoll, conf)
+                args = (path, spec.cwd, env, payload, poller.fileno())
+                child = spawn.spawn(*args) if conf is None else spawn.spawn(*args, conf)
             else:  # other calls run: the loop keeps serving them while the kernel spawns
                 child = await self.pool.spawn(spawn, path, spec.cwd, env, payload, conf)
         except OSError as exc:
@@ -254,8 +194,6 @@ class SubprocessRunner:
             if reaper is not None:
                 reaper.call_ended(key)
             raise
-        if confinement is not None:
-            confinement.close()  # the child holds its domain now
         pid = child.pid
         slot = record.add(pid) if record is not None else -1
         if reaper is not None:
@@ -559,4 +497,4 @@ class _Call:
         return verdict(self.status, self.timed_out, self.timeout, self.out, tail)
 
 
-__all__ = ["RunOutcome", "SpawnSpec", "SubprocessRunner"]
+__all__ = ["RunOutcome", "Runner", "SpawnSpec", "SubprocessRunner"]
