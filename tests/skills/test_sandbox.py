@@ -135,3 +135,20 @@ def test_show_says_what_a_skill_may_touch(tmp_path: Path) -> None:
     assert "sandbox:         strict, write /var/cache/app, no network" in done.stdout
     as_json = run_cli("show", "clean_cache", "--json", **env)
     assert '"sandbox": {"profile": "strict"' in as_json.stdout
+
+
+def test_run_applies_the_operators_default_for_the_skills_class(tmp_path: Path) -> None:
+    skills, outside = tmp_path / "skills", tmp_path / "outside"
+    outside.mkdir()
+    script = f"#!/bin/sh\necho x > {outside}/f 2>/dev/null && echo '1' || echo '0'\n"
+    write_skill(skills, "touch_outside", script)
+    env = {
+        "ONGRID_DATA_DIR": str(tmp_path / "data"),
+        "ONGRID_SKILLS_EXTERNAL_DIRS": str(skills),
+        "ONGRID_BUNDLED_SKILLS": "0",
+    }
+    assert run_cli("run", "touch_outside", "--raw", **env).stdout.strip() == "1"
+    (outside / "f").unlink()
+    strict = run_cli("run", "touch_outside", "--raw", ONGRID_SANDBOX_DEFAULT_SAFE="strict", **env)
+    assert strict.stdout.strip() == "0", strict.stderr
+    assert not (outside / "f").exists()

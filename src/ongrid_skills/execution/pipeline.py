@@ -25,6 +25,7 @@ from ongrid_skills.errors import (
     InvalidRequest,
     Violation,
 )
+from ongrid_skills.execution.confine import SandboxPolicy
 from ongrid_skills.execution.grant import Grant, Grants
 from ongrid_skills.execution.inprocess import run_builtin
 from ongrid_skills.execution.records import ErrorInfo, Event, EventSink, Execution, Status
@@ -44,8 +45,9 @@ _PAYLOAD = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan
 
 @lru_cache(maxsize=1)
 def default_runner() -> SubprocessRunner:
-    """The runner used when none is passed (created on first use, not at import)."""
-    return SubprocessRunner()
+    """The runner used when none is passed (created on first use, not at import), with the
+    sandbox policy of the ``ONGRID_*`` settings (class defaults, limits, the data dir kept out)."""
+    return SubprocessRunner(sandbox=SandboxPolicy.from_settings(Settings.load()))
 
 
 def check_transportable(name: str, args: Any) -> None:
