@@ -86,3 +86,26 @@ def test_a_confined_call_gets_an_empty_private_temp_dir(tmp_path: Path) -> None:
         outcome = run_call(runner, strict).outcome
         assert outcome.status is Status.SUCCEEDED, outcome.stderr_tail
         assert outcome.result == 0
+
+
+def test_a_confined_call_reads_its_own_credentials_folder_and_no_other_calls(
+    tmp_path: Path,
+) -> None:
+    require_helper()
+    base = canonical_dir(tmp_path / "shm" / "ongrid-credentials")
+    mine, theirs = canonical_dir(base / "call-1"), canonical_dir(base / "call-2")
+    (mine / "token").write_text("mine")
+    (theirs / "token").write_text("theirs")
+    spec = script_skill(
+        canonical_dir(tmp_path / "skills"),
+        f'#!/bin/sh\nprintf \'["%s",\' "$(cat $CREDENTIALS_DIRECTORY/token)"\n'
+        f"cat {theirs}/token >/dev/null 2>&1 && echo '1]' || echo '0]'\n",
+        env={"CREDENTIALS_DIRECTORY": str(mine)},
+    )
+    runner = SubprocessRunner(sandbox=SandboxPolicy(protected=(str(base),)))
+    unconfined = run_call(runner, dataclasses.replace(spec, credentials_dir=str(mine))).outcome
+    assert unconfined.result == ["mine", 1]
+    confined = dataclasses.replace(spec, credentials_dir=str(mine), sandbox=SandboxSpec("strict"))
+    assert run_call(runner, confined).outcome.result == ["mine", 0]
+    host = dataclasses.replace(confined, sandbox=SandboxSpec("host-read"))
+    assert run_call(runner, host).outcome.result == ["mine", 0]

@@ -289,19 +289,38 @@ class SandboxPolicy:
         return found
 
     def give_back(self, path: str) -> None:
-        """A call ended: empty its temp dir and keep it for another call. Why not remove it:
-        removing a folder a Landlock rule named waits for an RCU grace period (milliseconds,
-        measured), emptying it does not; the call's processes are gone (a root manager's calls
-        die with their PID namespace; the orphan sweeper kills what escaped the others)."""
+        """A call ended: empty its temp dir and keep it for another call (emptied in a thread
+        of its own when the call left something). Why not remove it: removing a folder a
+        Landlock rule named waits for an RCU grace period (milliseconds, measured), emptying it
+        does not; the call's processes are gone (a root manager's calls die with their PID
+        namespace; the orphan sweeper kills what escaped the others)."""
+        try:
+            with os.scandir(path) as entries:
+                left = next(entries, None) is not None
+        except OSError:
+            left = True
+        if left:
+            threading.Thread(target=self._empty_and_keep, args=(path,), daemon=True).start()
+        else:
+            self._keep(path)
+
+    def _empty_and_keep(self, path: str) -> None:
         try:
             for item in os.scandir(path):
                 if item.is_dir(follow_symlinks=False):
                     shutil.rmtree(item.path)
                 else:
                     os.unlink(item.path)
+        except OSError:
+            shutil.rmtree(path, ignore_errors=True)
+            return
+        self._keep(path)
+
+    def _keep(self, path: str) -> None:
+        try:
             os.chmod(path, 0o700)
         except OSError:
-            threading.Thread(target=shutil.rmtree, args=(path, True), daemon=True).start()
+            shutil.rmtree(path, ignore_errors=True)
             return
         with self._lock:
             if len(self._free) < MAX_FREE_TEMP_DIRS:
