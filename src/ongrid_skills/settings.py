@@ -314,6 +314,7 @@ _INT_FIELDS = {
 #: Times to live of heartbeats and leases: whole seconds (docs/fleet.md), said so when refused.
 _TTLS = {"fleet_ttl_seconds", "replica_lease_ttl_seconds"}
 _ZERO_OK = {
+    "sandbox_processes",
     "execution_queue_size",
     "llm_max_retries",
     "prompt_listing_max_chars",

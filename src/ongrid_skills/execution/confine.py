@@ -202,6 +202,12 @@ class SandboxPolicy:
             raise SandboxUnavailable(
                 f"network: false needs Landlock ABI 4 (TCP rules); this kernel has ABI {version}"
             )
+        if self.processes and os.geteuid() == 0 and not _pid_max_per_namespace():
+            raise SandboxUnavailable(
+                f"profile {spec.profile}: as root the process cap needs a PID namespace with its "
+                f"own pid_max (Linux 6.14 or later; this is {os.uname().release}); run the "
+                "manager as another user, or set ONGRID_SANDBOX_PROCESSES=0 to go without a cap"
+            )
         protected = self._protected_paths()
         for path in (folder, *spec.read, *spec.write, *extra_read):
             if _process_entry(path):
@@ -244,10 +250,13 @@ class SandboxPolicy:
             (resource.RLIMIT_FSIZE, self.file_size_mb << 20),
             (resource.RLIMIT_NOFILE, self.open_files),
         ]
-        if os.geteuid() == 0:  # RLIMIT_NPROC is never applied to root: a PID namespace is
-            conf[1] |= _NEW_PIDNS | _DROP_CAPS
+        root = os.geteuid() == 0
+        if root:
+            conf[1] |= _DROP_CAPS
+        if self.processes and root:  # RLIMIT_NPROC is never applied to root: a PID namespace
+            conf[1] |= _NEW_PIDNS
             conf[2] = max(PID_MAX_FLOOR, self.processes)
-        else:
+        elif self.processes:
             limits.append((resource.RLIMIT_NPROC, self.processes))
         conf.append(len(limits))
         for which, value in limits:
@@ -345,6 +354,16 @@ class SandboxPolicy:
             return tempfile.mkdtemp(prefix="call-", dir=root)
         except OSError as exc:
             raise SandboxUnavailable(f"cannot make the call's temp dir: {exc}") from None
+
+
+def _pid_max_per_namespace() -> bool:
+    """Whether this kernel keeps a pid_max per PID namespace (6.14): before, the child's write
+    would set the whole host's."""
+    release = os.uname().release.split("-")[0].split(".")
+    try:
+        return (int(release[0]), int(release[1])) >= (6, 14)
+    except (IndexError, ValueError):
+        return False
 
 
 def _process_entry(path: str) -> bool:
