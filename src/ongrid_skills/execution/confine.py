@@ -9,8 +9,11 @@ Who enforces what:
 
 - **Landlock** (in the child, before ``execve``): which files the call reads, runs and writes;
   TCP bind/connect when ``network`` is false (ABI ≥ 4); signals and abstract Unix sockets
-  outside the call (ABI ≥ 6); ptrace and ``/proc/<pid>/environ|mem`` of any process outside it.
+  outside the call (ABI ≥ 6); ptrace of any process outside it. Not ``/proc/<pid>/environ``
+  (measured: Landlock lets a read of it through): the rules keep ``/proc``'s process entries
+  out (strict has no ``/proc``; host-read all of it but those).
 - **no_new_privs**: a setuid or file-capability binary runs with the caller's ids.
+- **capabilities** (a root manager): the bounding set emptied and every set cleared.
 - **rlimits**: address space (``RLIMIT_AS``), file size (``RLIMIT_FSIZE``), open files
   (``RLIMIT_NOFILE``); processes by ``RLIMIT_NPROC`` when the manager is not root (the kernel
   never applies it to uid 0), and as root by a PID namespace of its own whose ``pid_max`` caps

@@ -9,9 +9,9 @@ handled; what is handled and not allowed by a rule is denied to the child and ev
 starts, whatever its user (root too).
 
 ABI history used here: 1 filesystem, 2 ``REFER``, 3 ``TRUNCATE``, 4 TCP bind/connect,
-5 ``IOCTL_DEV``, 6 scoping of signals and abstract Unix sockets. Ptrace (and so
-``/proc/<pid>/environ``, ``/proc/<pid>/mem``) of a process outside the child's domain is denied
-by Landlock itself from ABI 1.
+5 ``IOCTL_DEV``, 6 scoping of signals and abstract Unix sockets. Ptrace of a process outside the
+child's domain is denied by Landlock itself from ABI 1 (reading its ``/proc/<pid>/environ`` is
+not, on 6.18: measured; the profiles' rules keep those files out).
 """
 
 from __future__ import annotations
