@@ -27,6 +27,7 @@ import bench_loader
 import bench_mcp
 import bench_rest
 import bench_runner
+import bench_sandbox
 from _common import BENCH_DIR, SkipBench, code_version, eprint, load_average, machine_line
 
 START_MARK = "<!-- figures:start -->"
@@ -67,6 +68,20 @@ def runner_rows(r: dict[str, Any]) -> list[str]:
             f" | {_v(r['execute_throughput_ratio'] >= 0.6)} |",
         ]
     return rows
+
+
+def sandbox_rows(r: dict[str, Any]) -> list[str]:
+    p50, ratio = r["p50_us"], r["ratio_to_plain"]
+    return [
+        f"| Sandbox `{side}`: one call (p50) | {p50[side]:,.0f} µs"
+        f" | plain runner {p50['plain']:,.0f} µs (same blocks) | {ratio[side]:.2f}×"
+        + (
+            f" | ≤ {bench_sandbox.TARGET_STRICT_RATIO}× | {_v(r['strict_ok'])} |"
+            if side == "strict"
+            else " | — | info |"
+        )
+        for side in ("strict", "host-read")
+    ]
 
 
 def loader_rows(r: dict[str, Any]) -> list[str]:
@@ -190,6 +205,9 @@ def missed_bars(results: dict[str, Any]) -> list[str]:
         for key in ("runner_call_ok", "runner_throughput_ok"):
             if not runner[key]:
                 missed.append(f"runner: {key.removesuffix('_ok')}")
+    sandbox = results.get("sandbox")
+    if isinstance(sandbox, dict) and not sandbox["strict_ok"]:
+        missed.append("sandbox: strict call")
     loader = results.get("loader")
     if isinstance(loader, dict):
         missed += [f"loader: {row['skills']} skills" for row in loader["sizes"] if not row["ok"]]
@@ -227,6 +245,7 @@ def table(results: dict[str, Any], when: str, elapsed: float, loads: tuple[float
     rows: list[str] = []
     benches = (
         ("runner", runner_rows),
+        ("sandbox", sandbox_rows),
         ("loader", loader_rows),
         ("leaks", leak_rows),
         ("rest", rest_rows),
@@ -256,7 +275,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--quick", action="store_true", help="small counts (smoke run, not figures)")
     p.add_argument(
-        "--only", default="runner,loader,leaks,rest,mcp,cli", help="comma-separated benches"
+        "--only",
+        default="runner,sandbox,loader,leaks,rest,mcp,cli",
+        help="comma-separated benches",
     )
     p.add_argument("--json", metavar="FILE", help="also write every figure as JSON to FILE")
     p.add_argument("--update-readme", action="store_true", help="rewrite the README figures")
@@ -280,6 +301,14 @@ def main(argv: list[str] | None = None) -> int:
             eprint("\n".join(bench_runner.report_lines(results["runner"])))
         except SkipBench as exc:
             results["runner"] = str(exc)
+    if "sandbox" in only:
+        eprint("== sandbox: each profile's call beside the plain runner's")
+        blocks, block_calls = (2, 50) if ns.quick else (6, 200)
+        try:
+            results["sandbox"] = bench_sandbox.run_bench(blocks, block_calls)
+            eprint("\n".join(bench_sandbox.report_lines(results["sandbox"])))
+        except SkipBench as exc:
+            results["sandbox"] = str(exc)
     if "loader" in only:
         eprint("== loader: walk+parse+containment floor vs load_registry")
         sizes = [100, 1000] if ns.quick else [1000, 10_000]

@@ -24,6 +24,7 @@ share one table).
     ├── Conflict                    conflict            409     2  (state forbids it: signed twice…)
     ├── CredentialMissing           credential_missing  409     3  (a slot has no credential bound)
     ├── CredentialUnreadable        credential_unreadable 502   1  (a referenced secret unreadable)
+    ├── SandboxUnavailable          sandbox_unavailable 503     1  (a profile not enforceable here)
     │   └── SkillCollision          skill_collision     409     2  (a pack takes loaded names)
     ├── TooLarge                    too_large           413     2  (request body over the limit)
     ├── Busy                        busy                429     2  (execution queue full)
@@ -105,6 +106,8 @@ EXECUTION_ERROR_CODES: dict[str, str] = {
     "was to start; nothing ran",
     "credential_unreadable": "a credential the call needs could not be read (a file, a variable "
     "or a command the operator configured); nothing ran",
+    "sandbox_unavailable": "the call's sandbox profile cannot be enforced on this host (no "
+    "Landlock, too old an ABI, no spawn helper, a declared path over a protected one); nothing ran",
     "call_not_yet_valid": "the host's clock is behind the manager's by more than the allowed "
     "skew; nothing ran",
     "digest_mismatch": "install_skill: the pack fetched when the approved request ran is not "
@@ -287,6 +290,13 @@ class CredentialUnreadable(SkillError):
     message names the credential and field, never a value. The call fails; nothing ran."""
 
     code = "credential_unreadable"
+
+
+class SandboxUnavailable(SkillError):
+    """A call's sandbox profile cannot be enforced here; the message says why. The call is
+    refused, never run unconfined (SPEC §20)."""
+
+    code = "sandbox_unavailable"
 
 
 class TooLarge(SkillError):

@@ -30,6 +30,7 @@ from ongrid_skills.errors import (
     NotFound,
     SkillError,
 )
+from ongrid_skills.execution.confine import SandboxPolicy
 from ongrid_skills.execution.digests import args_digest
 from ongrid_skills.execution.pipeline import check_runnable, check_transportable
 from ongrid_skills.execution.records import ErrorInfo, Event, EventSink, Execution, Status
@@ -77,7 +78,9 @@ class Manager:
         self.store = store
         self.holder = holder
         self.groups_dir = groups_dir_of(settings.data_dir)
-        self.runner: Runner = runner or SubprocessRunner(groups_dir=self.groups_dir)
+        self.runner: Runner = runner or SubprocessRunner(
+            groups_dir=self.groups_dir, sandbox=SandboxPolicy.from_settings(settings)
+        )
         self.metrics = metrics or Metrics()
         self.clock = clock
         #: What built-ins may reach (files, network); a malformed setting fails here, at start.

@@ -137,6 +137,15 @@ class Settings:
     credential_commands: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     credential_env: tuple[str, ...] = ()  # the manager's variables env: references may read
     credentials_runtime_dir: str | None = None
+    # Sandbox profiles (SPEC §20, docs/security.md): the profile of each class's calls when the
+    # skill declares a looser one or none (strict | host-read | none), whether a skill may
+    # declare a looser one than its class's default, and the limits of a confined call.
+    sandbox_default_safe: str = "none"
+    sandbox_default_mutating: str = "none"
+    sandbox_default_dangerous: str = "none"
+    sandbox_skills_may_loosen: bool = False
+    sandbox_memory_mb: int = 4096
+    sandbox_processes: int = 512
     config: Mapping[str, str] = field(
         default_factory=dict
     )  # skill config keys, e.g. prometheus.url
@@ -289,6 +298,8 @@ def env_var(name: str) -> str:
 
 
 _INT_FIELDS = {
+    "sandbox_memory_mb",
+    "sandbox_processes",
     "default_timeout_seconds",
     "max_concurrent_executions",
     "execution_queue_size",
@@ -312,12 +323,20 @@ _INT_FIELDS = {
 #: Times to live of heartbeats and leases: whole seconds (docs/fleet.md), said so when refused.
 _TTLS = {"fleet_ttl_seconds", "replica_lease_ttl_seconds"}
 _ZERO_OK = {
+    "sandbox_processes",
     "execution_queue_size",
     "llm_max_retries",
     "prompt_listing_max_chars",
     "pack_keep_seconds",
 }
-_BOOL_FIELDS = {"bundled_skills", "llm_stream", "pack_allow_http", "reviewer_confirms_mutating"}
+_BOOL_FIELDS = {
+    "bundled_skills",
+    "llm_stream",
+    "pack_allow_http",
+    "reviewer_confirms_mutating",
+    "sandbox_skills_may_loosen",
+}
+SANDBOX_PROFILES = ("strict", "host-read", "none")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LLM_PROVIDERS = ("openai", "anthropic")
 _LLM_KEY_FALLBACK = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
@@ -402,6 +421,11 @@ def _coerce(name: str, value: Any) -> Any:
         text = str(value).strip().lower()
         if text not in LLM_PROVIDERS:
             raise ConfigError(f"{name} must be openai or anthropic, got {value!r}")
+        return text
+    if name.startswith("sandbox_default_"):
+        text = str(value).strip().lower()
+        if text not in SANDBOX_PROFILES:
+            raise ConfigError(f"{name} must be strict, host-read or none, got {value!r}")
         return text
     if name == "log_level":
         text = str(value).strip().lower()

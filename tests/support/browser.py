@@ -155,7 +155,13 @@ def write_console_skills(skills: Path, personas: Path) -> None:
                 timeout_seconds=60,
             )
         elif name == "odd_text":
-            write_skill(skills, name, description=ODD_TEXT, category="testing")
+            write_skill(
+                skills,
+                name,
+                description=ODD_TEXT,
+                category="testing",
+                sandbox={"profile": "strict", "write": ["/var/tmp"]},
+            )
         else:
             write_skill(
                 skills,

@@ -19,6 +19,7 @@ STATUS_BY_CODE = {
     "conflict": 409,
     "credential_missing": 409,
     "credential_unreadable": 502,
+    "sandbox_unavailable": 503,
     "too_large": 413,
     "busy": 429,
     "storage_full": 507,

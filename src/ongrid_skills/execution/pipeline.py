@@ -25,6 +25,7 @@ from ongrid_skills.errors import (
     InvalidRequest,
     Violation,
 )
+from ongrid_skills.execution.confine import SandboxPolicy
 from ongrid_skills.execution.grant import Grant, Grants
 from ongrid_skills.execution.inprocess import run_builtin
 from ongrid_skills.execution.records import ErrorInfo, Event, EventSink, Execution, Status
@@ -44,8 +45,9 @@ _PAYLOAD = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan
 
 @lru_cache(maxsize=1)
 def default_runner() -> SubprocessRunner:
-    """The runner used when none is passed (created on first use, not at import)."""
-    return SubprocessRunner()
+    """The runner used when none is passed (created on first use, not at import), with the
+    sandbox policy of the ``ONGRID_*`` settings (class defaults, limits, the data dir kept out)."""
+    return SubprocessRunner(sandbox=SandboxPolicy.from_settings(Settings.load()))
 
 
 def check_transportable(name: str, args: Any) -> None:
@@ -204,10 +206,12 @@ async def run_skill(
         "available skill one of them, and admit() denies unavailable ones"
     )
     env = child_env(target.env_allow, os.environ)
+    extra_read: tuple[str, ...] = ()
     if "PATH" in env and skill.source.startswith("pack:"):  # the pack's own bin/ first
         tools = os.path.join(target.root, "bin")
         if os.path.isdir(tools):
             env["PATH"] = f"{tools}{os.pathsep}{env['PATH']}"
+            extra_read = (tools,)
     if grant is not None:
         env.update(grant.environment())
     spec = SpawnSpec(
@@ -219,6 +223,10 @@ async def run_skill(
         shown_root=target.shown_root,
         confine=target.confine,
         masker=grant.masker if grant is not None else None,
+        sandbox=skill.sandbox,
+        skill_class=skill.skill_class.value,
+        credentials_dir=grant.directory if grant is not None else None,
+        extra_read=extra_read,
     )
     payload = _PAYLOAD(execution.args).encode()
     outcome = await runner.run(spec, payload, emit)

@@ -35,11 +35,10 @@ import os
 import signal
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Protocol
 
+from ongrid_skills.errors import SandboxUnavailable
+from ongrid_skills.execution.confine import SandboxPolicy
 from ongrid_skills.execution.deadlines import LoopDeadlines
-from ongrid_skills.execution.masking import Masker
 from ongrid_skills.execution.poller import LoopPoller, Poller, new_poller
 from ongrid_skills.execution.reaper import OrphanReaper
 from ongrid_skills.execution.records import ErrorInfo, Event, EventSink, Status
@@ -55,6 +54,7 @@ from ongrid_skills.execution.spawner import (
     spawner,
     wait_no_reap,
 )
+from ongrid_skills.execution.spec import Runner, SpawnSpec
 from ongrid_skills.execution.stderr import StderrTimeline
 from ongrid_skills.execution.supervision import SUPPORTED, GroupRecord, supervision
 from ongrid_skills.execution.verdict import RunOutcome, verdict
@@ -65,32 +65,6 @@ KILL_GRACE_SECONDS = 2.0
 LINGER_SECONDS = 1.0
 ABANDON_REAP_SECONDS = 0.1  # how long a cancelled call waits for its SIGKILLed child
 _READ_CHUNK = 256 * 1024
-
-
-@dataclass(frozen=True, slots=True)
-class SpawnSpec:
-    """What to spawn: a canonical entry under a canonical root, where, with which environment."""
-
-    entry: str
-    root: str
-    cwd: str
-    env: Mapping[str, str]
-    timeout_seconds: float
-    shown_root: str = ""
-    confine: str | None = None  # a folder the entry must also stay in (a SKILL.md's exec:)
-    masker: Masker | None = None  # the call's credential values, masked in all it writes
-
-
-class Runner(Protocol):
-    """Runs one admitted call of a skill with a target: all the pipeline and manager ask of it."""
-
-    async def run(
-        self, spec: SpawnSpec, payload: bytes, on_event: EventSink | None = None
-    ) -> RunOutcome:
-        """Run the call to its end: ``payload`` is the args JSON, ``on_event`` gets the
-        timeline events. A skill's failure is the outcome, never an exception; cancelling the
-        awaiting task stops the call and propagates."""
-        ...
 
 
 class SubprocessRunner:
@@ -106,10 +80,12 @@ class SubprocessRunner:
         supervise: bool = True,
         groups_dir: str | None = None,
         spawn: Mode = "auto",
+        sandbox: SandboxPolicy | None = None,
     ) -> None:
         """``supervise``: record each call for the sentinel (Linux); ``groups_dir``: keep the
         record there (a manager's data dir) so start-up recovery can read it too; ``spawn``:
         ``auto`` (the spawn helper when it is available), ``helper`` or ``subprocess``."""
+        self.sandbox = sandbox or SandboxPolicy()  # the operator's: defaults, limits, secrets
         self.stdout_cap = stdout_cap
         self.kill_grace = kill_grace
         self.linger = linger
@@ -161,6 +137,29 @@ class SubprocessRunner:
         if check.problem is not None:
             return RunOutcome(Status.FAILED, error=ErrorInfo("entry_rejected", check.problem))
         spawn = self.spawner or await self._spawner()
+        try:
+            confinement = self.sandbox.for_call(spec, check.path, spawn)
+        except SandboxUnavailable as exc:
+            return RunOutcome(Status.FAILED, error=ErrorInfo(exc.code, exc.message))
+        env, conf = spec.env, None
+        if confinement is not None:
+            env, conf = {**spec.env, **confinement.env}, confinement.conf
+        try:
+            return await self._run(spec, check.path, payload, on_event, spawn, env, conf)
+        finally:
+            if confinement is not None:
+                confinement.release()
+
+    async def _run(
+        self,
+        spec: SpawnSpec,
+        path: str,
+        payload: bytes,
+        on_event: EventSink | None,
+        spawn: Spawner,
+        env: Mapping[str, str],
+        conf: tuple[int, ...] | None,
+    ) -> RunOutcome:
         record = self.record
         if self.supervise and (record is None or record.fd < 0):  # first call, or forked
             record = self.record = supervision().record(self.groups_dir)
@@ -176,9 +175,10 @@ class SubprocessRunner:
         key = reaper.spawning() if reaper is not None else 0
         try:
             if self.calls == 1:  # alone: spawn right here, the helper adds the fds to the epoll
-                child = spawn.spawn(check.path, spec.cwd, spec.env, payload, poller.fileno())
+                args = (path, spec.cwd, env, payload, poller.fileno())
+                child = spawn.spawn(*args) if conf is None else spawn.spawn(*args, conf)
             else:  # other calls run: the loop keeps serving them while the kernel spawns
-                child = await self.pool.spawn(spawn, check.path, spec.cwd, spec.env, payload)
+                child = await self.pool.spawn(spawn, path, spec.cwd, env, payload, conf)
         except OSError as exc:
             self.calls -= 1
             if reaper is not None:
@@ -186,7 +186,7 @@ class SubprocessRunner:
             reason = exc.strerror or str(exc)
             return RunOutcome(
                 Status.FAILED,
-                error=ErrorInfo("spawn_failed", f"cannot start {check.path}: {reason}"),
+                error=ErrorInfo("spawn_failed", f"cannot start {path}: {reason}"),
                 started_at=started_wall,
             )
         except BaseException:
@@ -497,4 +497,4 @@ class _Call:
         return verdict(self.status, self.timed_out, self.timeout, self.out, tail)
 
 
-__all__ = ["RunOutcome", "SpawnSpec", "SubprocessRunner"]
+__all__ = ["RunOutcome", "Runner", "SpawnSpec", "SubprocessRunner"]

@@ -31,19 +31,25 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #ifndef POSIX_SPAWN_SETSID
 #error "posix_spawn cannot start a new session here"
 #endif
 
-#define ONGRID_SPAWN_ABI 2
+#define ONGRID_SPAWN_ABI 3
 
 int ongrid_spawn_abi(void) { return ONGRID_SPAWN_ABI; }
 
@@ -98,8 +104,11 @@ static int watch(int epfd, const int *fds, int n) {
     return 1;
 }
 
-int ongrid_spawn(const char *path, const char *cwd, const char *env, int nenv,
-                 const char *payload, long len, int epfd, long *out) {
+static pid_t confined_spawn(const char *path, const char *cwd, char **envp, const int *fds,
+                            const long *conf, int *rc);
+
+static int spawn_any(const char *path, const char *cwd, const char *env, int nenv,
+                     const char *payload, long len, int epfd, long *out, const long *conf) {
     int fds[6] = {-1, -1, -1, -1, -1, -1}; /* in_r, in_w, out_r, out_w, err_r, err_w */
     int rc = 0;
     char **envp = NULL;
@@ -125,6 +134,11 @@ int ongrid_spawn(const char *path, const char *cwd, const char *env, int nenv,
     }
     envp[nenv] = NULL;
 
+    pid_t pid = -1;
+    if (conf != NULL) {
+        pid = confined_spawn(path, cwd, envp, fds, conf, &rc);
+        goto spawned;
+    }
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
     sigset_t none, dflt;
@@ -153,11 +167,11 @@ int ongrid_spawn(const char *path, const char *cwd, const char *env, int nenv,
             &attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
     if (!rc) rc = posix_spawnattr_setsigmask(&attr, &none);
     if (!rc) rc = posix_spawnattr_setsigdefault(&attr, &dflt);
-    pid_t pid = -1;
     char *argv[2] = {(char *)path, NULL};
     if (!rc) rc = posix_spawn(&pid, path, &fa, &attr, argv, envp);
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
+spawned:
     free(envp);
     /* The child's ends are the child's now (or nobody's): close them either way. */
     close(fds[0]);
@@ -188,4 +202,185 @@ int ongrid_spawn(const char *path, const char *cwd, const char *env, int nenv,
     out[5] = written;
     out[6] = epfd >= 0 ? watch(epfd, watched, pidfd >= 0 ? 3 : 2) : 0;
     return 0;
+}
+
+int ongrid_spawn(const char *path, const char *cwd, const char *env, int nenv,
+                 const char *payload, long len, int epfd, long *out) {
+    return spawn_any(path, cwd, env, nenv, payload, len, epfd, out, NULL);
+}
+
+/* ---- confined spawn (sandbox profiles, docs/security.md) ----------------------------------
+ *
+ * ongrid_spawn_confined(..., conf) is ongrid_spawn with the child confined before it execs:
+ *   conf[0]  a Landlock ruleset descriptor (built by the parent, O_CLOEXEC), or -1;
+ *   conf[1]  flags: 1 = no_new_privs, 2 = new PID namespace whose pid_max is conf[2],
+ *            4 = drop every capability (bounding set, then the process's sets: root's
+ *            child execs without any);
+ *   conf[2]  that pid_max (the kernel's floor is 301);
+ *   conf[3]  n, then n pairs (resource, limit) for setrlimit (soft = hard = limit).
+ * posix_spawn cannot run code in the child, so this path clones the child itself the way glibc
+ * does: CLONE_VM | CLONE_VFORK on a stack of its own, every signal blocked in the parent
+ * around it, handled signals reset to their default in the child, and an error of the child
+ * (before or at exec) written back through the shared memory. The child does, in order:
+ * setsid, the three dup2, chdir, pid_max (in its new namespace), the rlimits, the
+ * capabilities, PR_SET_NO_NEW_PRIVS, landlock_restrict_self, close every descriptor from 3 up, the signal
+ * mask and dispositions, execve. Any step that fails fails the spawn: never a child less
+ * confined than asked. */
+
+#define CONF_NO_NEW_PRIVS 1
+#define CONF_NEW_PIDNS 2
+#define CONF_DROP_CAPS 4
+#define CHILD_STACK (256 * 1024)
+
+struct child_args {
+    const char *path;
+    const char *cwd;
+    char **envp;
+    const int *fds;
+    const long *conf;
+    char pid_max[24];
+    int err;
+};
+
+static int child_main(void *raw) {
+    struct child_args *a = raw;
+    const long *conf = a->conf;
+    char *argv[2] = {(char *)a->path, NULL};
+    if (setsid() < 0) goto fail;
+    if (dup2(a->fds[0], 0) < 0 || dup2(a->fds[3], 1) < 0 || dup2(a->fds[5], 2) < 0) goto fail;
+    if (chdir(a->cwd) < 0) goto fail;
+    if (conf[1] & CONF_NEW_PIDNS) {
+        int fd = open("/proc/sys/kernel/pid_max", O_WRONLY | O_CLOEXEC);
+        if (fd < 0) goto fail;
+        ssize_t want = (ssize_t)strlen(a->pid_max);
+        ssize_t done = write(fd, a->pid_max, (size_t)want);
+        int saved = errno;
+        close(fd);
+        if (done != want) {
+            errno = done < 0 ? saved : EIO;
+            goto fail;
+        }
+    }
+    for (long i = 0; i < conf[3]; i++) {
+        struct rlimit rl;
+        rl.rlim_cur = rl.rlim_max = (rlim_t)conf[5 + 2 * i];
+        if (setrlimit((int)conf[4 + 2 * i], &rl) != 0) goto fail;
+    }
+    if (conf[1] & CONF_DROP_CAPS) {
+        for (int cap = 0; cap < 64; cap++)
+            if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL) goto fail;
+        struct {
+            unsigned int version;
+            int pid;
+        } header = {0x20080522, 0}; /* _LINUX_CAPABILITY_VERSION_3 */
+        unsigned int data[6] = {0, 0, 0, 0, 0, 0};
+        if (syscall(SYS_capset, &header, data) != 0) goto fail;
+    }
+    if ((conf[1] & CONF_NO_NEW_PRIVS) && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) goto fail;
+    if (conf[0] >= 0 && syscall(SYS_landlock_restrict_self, (int)conf[0], 0) != 0) goto fail;
+    if (syscall(SYS_close_range, 3, ~0U, 0) != 0) goto fail;
+    for (int sig = 1; sig < NSIG; sig++) {
+        struct sigaction sa;
+        if (sigaction(sig, NULL, &sa) != 0) continue; /* the C library's own signals */
+        if (sa.sa_handler == SIG_DFL) continue;
+        if (sa.sa_handler == SIG_IGN && sig != SIGPIPE && sig != SIGXFSZ) continue;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = SIG_DFL;
+        sigaction(sig, &sa, NULL);
+    }
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    execve(a->path, argv, a->envp);
+fail:
+    a->err = errno ? errno : EINVAL;
+    _exit(127);
+}
+
+static pid_t confined_spawn(const char *path, const char *cwd, char **envp, const int *fds,
+                            const long *conf, int *rc) {
+    struct child_args args;
+    memset(&args, 0, sizeof args);
+    args.path = path;
+    args.cwd = cwd;
+    args.envp = envp;
+    args.fds = fds;
+    args.conf = conf;
+    if (conf[1] & CONF_NEW_PIDNS) {
+        long v = conf[2];
+        char tmp[24];
+        int n = 0;
+        do {
+            tmp[n++] = (char)('0' + v % 10);
+            v /= 10;
+        } while (v > 0 && n < 20);
+        for (int i = 0; i < n; i++) args.pid_max[i] = tmp[n - 1 - i];
+        args.pid_max[n] = 0;
+    }
+    char *stack = mmap(NULL, CHILD_STACK, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if (stack == MAP_FAILED) {
+        *rc = errno;
+        return -1;
+    }
+    int flags = CLONE_VM | CLONE_VFORK | SIGCHLD;
+    if (conf[1] & CONF_NEW_PIDNS) flags |= CLONE_NEWPID;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pid_t pid = clone(child_main, stack + CHILD_STACK, flags, &args);
+    int saved = errno;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    munmap(stack, CHILD_STACK);
+    if (pid < 0) {
+        *rc = saved;
+        return -1;
+    }
+    if (args.err != 0) { /* it failed before or at exec: it has exited */
+        waitpid(pid, NULL, 0);
+        *rc = args.err;
+        return -1;
+    }
+    *rc = 0;
+    return pid;
+}
+
+int ongrid_spawn_confined(const char *path, const char *cwd, const char *env, int nenv,
+                          const char *payload, long len, int epfd, long *out,
+                          const long *conf) {
+    if (conf == NULL) return EINVAL;
+    return spawn_any(path, cwd, env, nenv, payload, len, epfd, out, conf);
+}
+
+/* ---- Landlock rulesets --------------------------------------------------------------------
+ *
+ * ongrid_landlock_ruleset(attr, size, rules, n): landlock_create_ruleset with the `size` bytes
+ * of `attr`, then one path-beneath rule per pair (O_PATH descriptor, allowed rights) of
+ * `rules`; returns the ruleset descriptor (close-on-exec), or -errno. One call from Python
+ * instead of one per rule. */
+
+#ifndef SYS_landlock_create_ruleset
+#define SYS_landlock_create_ruleset 444
+#define SYS_landlock_add_rule 445
+#endif
+
+struct path_beneath {
+    unsigned long long allowed;
+    int parent_fd;
+} __attribute__((packed));
+
+int ongrid_landlock_ruleset(const void *attr, long size, const long *rules, int n) {
+    int fd = (int)syscall(SYS_landlock_create_ruleset, attr, (size_t)size, 0);
+    if (fd < 0) return -errno;
+    for (int i = 0; i < n; i++) {
+        struct path_beneath rule;
+        rule.allowed = (unsigned long long)rules[2 * i + 1];
+        rule.parent_fd = (int)rules[2 * i];
+        if (syscall(SYS_landlock_add_rule, fd, 1, &rule, 0) != 0) {
+            int saved = errno;
+            close(fd);
+            return -saved;
+        }
+    }
+    return fd;
 }

@@ -15,10 +15,13 @@ delays the child, which starts on the same core.
   with the system's ``cc`` and cached by the hash of its source and flags, in the virtualenv
   (``<venv>/lib/ongrid-skills/``) or else the user's cache dir (``~/.cache/ongrid-skills/``); a
   library is loaded only from a directory and file owned by this user (or root) that nobody else
-  can write.
+  can write. A confined call (a sandbox profile) goes through ``ongrid_spawn_confined`` instead,
+  which clones the child itself to apply the Landlock ruleset, rlimits and ``no_new_privs``
+  before ``execve`` (:mod:`ongrid_skills.execution.confine`).
 - :class:`PopenSpawner` is the pure-Python fallback (``subprocess.Popen``), used when there is
   no compiler, the C library lacks ``posix_spawn``'s chdir/closefrom extensions (glibc < 2.34,
-  macOS), or ``ONGRID_SPAWN_HELPER=off`` forces it.
+  macOS), or ``ONGRID_SPAWN_HELPER=off`` forces it. It confines nothing: the runner refuses a
+  confined call (``sandbox_unavailable``) rather than run it through this path.
 
 Which one a runner uses is decided once per process and mode (:func:`spawner`); why the helper
 is unavailable is logged once at INFO. :class:`SpawnPool` runs spawns in worker threads, for a
@@ -34,29 +37,36 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import errno
 import functools
 import hashlib
 import logging
 import os
 import platform
-import select
 import shutil
 import signal
 import stat
 import subprocess
 import sys
 import tempfile
-import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
+from ongrid_skills.execution.reaping import (
+    after_exit,
+    exits_within,
+    reap,
+    reap_by_pidfd,
+    wait_no_reap,
+)
+
 LOG = logging.getLogger("ongrid_skills.runner")
 SOURCE = Path(__file__).with_name("spawn_helper.c")
 CFLAGS = ("-O2", "-shared", "-fPIC", "-Wall")
-ABI = 2
+ABI = 3
 ENV_SWITCH = "ONGRID_SPAWN_HELPER"  # "off" (or 0/false/no): always use subprocess
 COMPILE_TIMEOUT_SECONDS = 60.0
 
@@ -92,7 +102,13 @@ class Spawner(Protocol):
     name: str
 
     def spawn(
-        self, path: str, cwd: str, env: Mapping[str, str], payload: bytes, epoll_fd: int
+        self,
+        path: str,
+        cwd: str,
+        env: Mapping[str, str],
+        payload: bytes,
+        epoll_fd: int,
+        conf: Sequence[int] | None = None,
     ) -> Child: ...
 
 
@@ -102,8 +118,16 @@ class PopenSpawner:
     name = "subprocess"
 
     def spawn(
-        self, path: str, cwd: str, env: Mapping[str, str], payload: bytes, epoll_fd: int
+        self,
+        path: str,
+        cwd: str,
+        env: Mapping[str, str],
+        payload: bytes,
+        epoll_fd: int,
+        conf: Sequence[int] | None = None,
     ) -> Child:
+        if conf is not None:  # never unconfined (the runner refuses before asking)
+            raise OSError(errno.ENOSYS, "confinement needs the spawn helper", path)
         for name, value in env.items():  # refused as the helper refuses it (Popen takes "=x")
             _env_entry(name, value)
         in_r, in_w = os.pipe()
@@ -154,16 +178,52 @@ class HelperSpawner:
         ]
         fn.restype = ctypes.c_int
         self._spawn = fn
+        confined = library.ongrid_spawn_confined
+        confined.argtypes = [*fn.argtypes, ctypes.POINTER(ctypes.c_long)]
+        confined.restype = ctypes.c_int
+        self._confined = confined
+        build = library.ongrid_landlock_ruleset
+        build.argtypes = [
+            ctypes.c_char_p,
+            ctypes.c_long,
+            ctypes.POINTER(ctypes.c_long),
+            ctypes.c_int,
+        ]
+        build.restype = ctypes.c_int
+        self._ruleset = build
+
+    def ruleset(self, attr: bytes, rules: Sequence[int]) -> int:
+        """A Landlock ruleset of ``attr`` with one rule per (O_PATH fd, rights) pair flattened
+        in ``rules``: its descriptor (close-on-exec). Raises OSError."""
+        words = (ctypes.c_long * len(rules))(*rules)
+        fd = self._ruleset(attr, len(attr), words, len(rules) // 2)
+        if fd < 0:
+            raise OSError(-fd, os.strerror(-fd))
+        return int(fd)
 
     def spawn(
-        self, path: str, cwd: str, env: Mapping[str, str], payload: bytes, epoll_fd: int
+        self,
+        path: str,
+        cwd: str,
+        env: Mapping[str, str],
+        payload: bytes,
+        epoll_fd: int,
+        conf: Sequence[int] | None = None,
     ) -> Child:
         raw_path, raw_cwd = os.fsencode(path), os.fsencode(cwd)
         if 0 in raw_path or 0 in raw_cwd:  # C would silently cut the string there
             raise ValueError("embedded null byte")
         blob = b"".join([_env_entry(name, value) for name, value in env.items()])
         out = (ctypes.c_long * 7)()
-        err = self._spawn(raw_path, raw_cwd, blob, len(env), payload, len(payload), epoll_fd, out)
+        if conf is None:
+            err = self._spawn(
+                raw_path, raw_cwd, blob, len(env), payload, len(payload), epoll_fd, out
+            )
+        else:
+            words = (ctypes.c_long * len(conf))(*conf)
+            err = self._confined(
+                raw_path, raw_cwd, blob, len(env), payload, len(payload), epoll_fd, out, words
+            )
         if err:
             raise OSError(err, os.strerror(err), path)
         pid, stdin, stdout, stderr, pidfd, written, watched = out
@@ -187,7 +247,13 @@ class SpawnPool:
         self._executor: ThreadPoolExecutor | None = None
 
     async def spawn(
-        self, spawner: Spawner, path: str, cwd: str, env: Mapping[str, str], payload: bytes
+        self,
+        spawner: Spawner,
+        path: str,
+        cwd: str,
+        env: Mapping[str, str],
+        payload: bytes,
+        conf: Sequence[int] | None = None,
     ) -> Child:
         """Spawn in a worker thread (the descriptors are not added to any epoll). Cancelled
         while the thread spawns, the child is killed and reaped as soon as it exists."""
@@ -196,7 +262,10 @@ class SpawnPool:
             executor = self._executor = ThreadPoolExecutor(
                 self.workers, thread_name_prefix="ongrid-spawn"
             )
-        future = executor.submit(spawner.spawn, path, cwd, env, payload, -1)
+        if conf is None:
+            future = executor.submit(spawner.spawn, path, cwd, env, payload, -1)
+        else:
+            future = executor.submit(spawner.spawn, path, cwd, env, payload, -1, conf)
         try:
             return await asyncio.shield(asyncio.wrap_future(future))
         except asyncio.CancelledError:
@@ -257,60 +326,6 @@ def _pidfd_open(pid: int) -> int | None:
     except OSError:
         return None
     return fd
-
-
-# ---- waiting for and reaping a child --------------------------------------------------------
-
-
-def exits_within(pidfd: int, seconds: float | None) -> bool:
-    """Wait at most ``seconds`` (None: for as long as it takes) for the process behind
-    ``pidfd`` to exit."""
-    poller = select.poll()
-    poller.register(pidfd, select.POLLIN)
-    return bool(poller.poll(None if seconds is None else seconds * 1000))
-
-
-def after_exit(pidfd: int, then: Callable[[], object]) -> None:
-    """Call ``then`` in a thread of its own once the process behind ``pidfd`` has exited: for a
-    child that outlives its SIGKILL (uninterruptible sleep), whose event loop may close first."""
-
-    def wait() -> None:
-        exits_within(pidfd, None)
-        then()
-
-    threading.Thread(target=wait, name="ongrid-reap", daemon=True).start()
-
-
-def wait_no_reap(pid: int) -> None:
-    """Block until ``pid`` exits, leaving it to be reaped (for platforms without pidfds)."""
-    with contextlib.suppress(ChildProcessError):
-        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
-
-
-def reap(pid: int) -> int | None:
-    """Reap an exited child; its return code in Popen's convention (negative = signal)."""
-    while True:
-        try:
-            _, status = os.waitpid(pid, 0)
-        except ChildProcessError:
-            return None
-        except InterruptedError:  # pragma: no cover - PEP 475 retries for us
-            continue
-        return os.waitstatus_to_exitcode(status)
-
-
-def reap_by_pidfd(pidfd: int, pid: int) -> int | None:
-    """:func:`reap` through the child's pidfd where the platform has ``P_PIDFD``: it can never
-    reach another process that took the pid after something else reaped this one."""
-    if not hasattr(os, "P_PIDFD"):
-        return reap(pid)
-    try:
-        found = os.waitid(os.P_PIDFD, pidfd, os.WEXITED)
-    except ChildProcessError:
-        return None
-    if found is None:  # pragma: no cover - only with WNOHANG
-        return None
-    return found.si_status if found.si_code == os.CLD_EXITED else -found.si_status
 
 
 # ---- choosing and building --------------------------------------------------------------------

@@ -386,6 +386,7 @@ def _skill(record: SkillRecord, placement: Placement, known: list[str]) -> Skill
         origin=f"host:{known[0]}",
         scope=SCOPE_HOST,
         placement=placement,
+        sandbox=record.sandbox,
     )
 
 

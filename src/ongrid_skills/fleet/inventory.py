@@ -10,16 +10,16 @@ A worker writes one entry under its host id, again at every heartbeat, signed wi
                  "class": "mutating", "kind": "subprocess", "category": …, "schema": {…},
                  "timeout_seconds": 60, "when_to_use": null, "confirmation_required": false,
                  "env_allow": ["LANG"], "entry": "<sha256 of the entry's bytes>",
-                 "builtin": null}]}
+                 "builtin": null, "sandbox": {"profile": "strict", …} (absent: none declared)}]}
 
 Only the worker's ``scope: host`` skills that are available are announced. The *fleet definition
 hash* is the SHA-256 of the record itself (every field above but the hash, canonical JSON): name,
 description, class, kind, category, schema, timeout, when to use, confirmation, allowed
-environment, and the entry's bytes (or the built-in's name); not where the files sit (paths,
-inodes, times). So one skill deployed on two hosts has one hash, an edited one another, and no
-two records with one hash can differ in anything the gate reads: a manager recomputes the hash of
-each record it reads and refuses one that does not match. A manager binds approvals to it; a
-worker refuses a call whose hash, class or signature count is not its own.
+environment, the sandbox declaration, and the entry's bytes (or the built-in's name); not where
+the files sit (paths, inodes, times). So one skill deployed on two hosts has one hash, an edited
+one another, and no two records with one hash can differ in anything the gate reads: a manager
+recomputes the hash of each record it reads and refuses one that does not match. A manager binds
+approvals to it; a worker refuses a call whose hash, class or signature count is not its own.
 
 :func:`parse` only makes sure what it reads is well-formed and bounded; whether a host may say it
 is :mod:`.attest`'s question.
@@ -35,6 +35,7 @@ from typing import Any
 
 from ongrid_skills.fleet.bus import host_id_problem
 from ongrid_skills.skills.model import SCOPE_HOST, Skill
+from ongrid_skills.skills.sandbox import SandboxProblem, SandboxSpec, parse_sandbox
 from ongrid_skills.skills.schemas import schema_problem
 from ongrid_skills.skills.skill_json import MAX_NAME_LENGTH, NAME_RE
 from ongrid_skills.types import SkillClass
@@ -50,6 +51,7 @@ KINDS = ("subprocess", "native")
 DEFINITION_FIELDS = (
     "name", "description", "class", "kind", "category", "schema", "timeout_seconds",
     "when_to_use", "confirmation_required", "env_allow", "entry", "builtin", "credentials",
+    "sandbox",
 )  # fmt: skip
 
 
@@ -73,12 +75,15 @@ def definition_of(skill: Skill, credentials: Mapping[str, str] | None = None) ->
         "entry": target.content_digest() if target else None,
         "builtin": f"{builtin.__module__}.{builtin.__qualname__}" if builtin else None,
         "credentials": dict(sorted(credentials.items())) if credentials else None,
+        "sandbox": skill.sandbox.to_dict() if skill.sandbox else None,
     }
 
 
 def hash_of(definition: Mapping[str, Any]) -> str:
     """The definition hash of a record: SHA-256 of its definition fields, canonical JSON."""
     body = {key: definition.get(key) for key in DEFINITION_FIELDS}
+    if body["sandbox"] is None:  # absent when undeclared: older hashes still hold
+        del body["sandbox"]
     raw = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(raw.encode()).hexdigest()
 
@@ -122,6 +127,8 @@ class SkillRecord:
     confirmation_required: bool
     #: Slot -> the name of the credential the host binds to it (never a value).
     credentials: tuple[tuple[str, str], ...] = ()
+    #: What the host's kernel lets a call of it touch (SPEC §20), as the host declares it.
+    sandbox: SandboxSpec | None = None
 
 
 @dataclass(slots=True)
@@ -231,6 +238,10 @@ def _record(item: dict[str, Any], name: str, digest: str) -> SkillRecord:
     ):
         raise BadEntry(f"skill {name}: credentials must map slot names to credential names")
     try:
+        sandbox = parse_sandbox(item.get("sandbox"))
+    except SandboxProblem as exc:
+        raise BadEntry(f"skill {name}: sandbox {exc}") from None
+    try:
         recomputed = hash_of(item)
     except (TypeError, ValueError, RecursionError):
         raise BadEntry(f"skill {name}: a record that is not canonical JSON") from None
@@ -248,6 +259,7 @@ def _record(item: dict[str, Any], name: str, digest: str) -> SkillRecord:
         when_to_use=when[:MAX_TEXT] if isinstance(when, str) else None,
         confirmation_required=item.get("confirmation_required") is True,
         credentials=tuple(sorted(names.items())),
+        sandbox=sandbox,
     )
 
 

@@ -13,6 +13,7 @@ import jsonschema_rs
 from ongrid_skills.errors import Violation
 from ongrid_skills.paths import Fingerprint, content_digest, fingerprint
 from ongrid_skills.skills.credential_slots import CredentialSlot
+from ongrid_skills.skills.sandbox import SandboxSpec
 from ongrid_skills.skills.schemas import EMPTY_OBJECT_SCHEMA, validate_args, validator_for
 from ongrid_skills.types import DEFAULT_TIMEOUT_SECONDS, SkillClass
 
@@ -135,6 +136,8 @@ class Skill:
     credentials: tuple[CredentialSlot, ...] = ()
     #: An instructions skill whose tools this build cannot run: (tool, impl, why) of each.
     unavailable_tools: tuple[tuple[str, str, str], ...] = ()
+    # What the kernel lets a call of it touch (SPEC §20); None: the operator's default alone.
+    sandbox: SandboxSpec | None = None
     _validator: jsonschema_rs.Validator | None = None
     _load_hash: str | None = None
 
@@ -168,6 +171,8 @@ class Skill:
                 body["scope"] = self.scope
             if self.credentials:  # likewise: a skill without slots keeps its hash
                 body["credentials"] = [slot.to_dict() for slot in self.credentials]
+            if self.sandbox is not None:  # likewise: approvals bind what it may touch
+                body["sandbox"] = self.sandbox.to_dict()
             raw = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
             self._load_hash = hashlib.sha256(raw).hexdigest()
         return self._load_hash
@@ -217,6 +222,7 @@ class Skill:
                 if self.unavailable_tools
                 else {}
             ),
+            **({"sandbox": self.sandbox.to_dict()} if self.sandbox else {}),
         }
 
 

@@ -31,6 +31,7 @@ from ongrid_skills.paths import (
 )
 from ongrid_skills.skills.credential_slots import SlotError, parse_slots
 from ongrid_skills.skills.model import SCOPE_MANAGER, Skill, SpawnTarget, parse_scope, scope_problem
+from ongrid_skills.skills.sandbox import SandboxProblem, parse_sandbox
 from ongrid_skills.skills.schemas import (
     EMPTY_OBJECT_SCHEMA,
     MAX_DOCUMENT_DEPTH,
@@ -56,6 +57,7 @@ KNOWN_FIELDS = (
     "category",
     "scope",
     "credentials",
+    "sandbox",
 )
 
 
@@ -311,6 +313,11 @@ def build_skill(
     except SlotError as exc:
         raise fail(str(exc), "credentials") from None
 
+    try:
+        sandbox = parse_sandbox(obj.get("sandbox"))
+    except SandboxProblem as exc:
+        raise fail(f"sandbox {exc}", "sandbox") from None
+
     target, print_ = _resolve_entry(entry, loc, fail)
     return Skill(
         name=name,
@@ -324,6 +331,7 @@ def build_skill(
         origin=loc.path,
         scope=scope,
         credentials=credentials,
+        sandbox=sandbox,
         target=SpawnTarget(
             entry=target,
             root=loc.root,

@@ -18,6 +18,7 @@ from ongrid_skills.skills.credential_slots import SlotError, parse_slots
 from ongrid_skills.skills.impls import resolve
 from ongrid_skills.skills.model import Skill, SpawnTarget, scope_problem
 from ongrid_skills.skills.notices import CONFIRMATION_UNKNOWN, TOOL_KEY_IGNORED, Notice
+from ongrid_skills.skills.sandbox import SandboxProblem, parse_sandbox
 from ongrid_skills.skills.schemas import schema_problem, signature_schema
 from ongrid_skills.skills.skill_json import NAME_RE
 from ongrid_skills.types import MAX_TIMEOUT_SECONDS, SkillClass
@@ -34,6 +35,7 @@ TOOL_KEYS = (
     "confirmation",
     "timeout_seconds",
     "schema",
+    "sandbox",
     "env_allow",
 )
 
@@ -155,6 +157,13 @@ def build_tool(
             raise fail(f"{where}: {issue}", "tools", tname)
         skill.schema = declared
     if kind == "builtin":
+        if tool.get("sandbox") is not None:
+            raise fail(
+                f"{where}.sandbox needs an exec: tool; a builtin: runs in the manager's process, "
+                "which no profile confines",
+                "tools",
+                tname,
+            )
         if declared_slots:
             raise fail(
                 f"{where}: metadata.requires.credentials needs an exec: tool; a builtin: runs "
@@ -196,6 +205,10 @@ def build_tool(
             skill.credentials = parse_slots(declared_slots, tuple(env_allow))
         except SlotError as exc:
             raise fail(f"metadata.requires.credentials: {exc}", "metadata", tname) from None
+        try:
+            skill.sandbox = parse_sandbox(tool.get("sandbox"))
+        except SandboxProblem as exc:
+            raise fail(f"{where}.sandbox: {exc}", "tools", tname) from None
     else:
         raise fail(f"{where}.impl kind {kind!r} is not builtin or exec", "tools", tname)
     issue = scope_problem(skill.scope, skill.schema, skill.kind)

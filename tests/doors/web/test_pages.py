@@ -94,6 +94,15 @@ def test_the_skill_page_shows_what_defines_the_skill(console: Console) -> None:
     assert "No execution of this skill yet." in page
 
 
+def test_the_skill_page_shows_what_the_kernel_lets_a_call_touch(console: Console) -> None:
+    with console.logged_in("vera") as client:
+        confined = client.get("/skills/odd_text").text
+        plain = client.get("/skills/disk_cleaner").text
+    assert "<dt>Sandbox</dt>" in confined
+    assert "<strong>strict</strong>; writes <code>/var/tmp</code>; network none" in confined
+    assert "<dt>Sandbox</dt>" not in plain
+
+
 def test_the_skill_page_lists_recent_executions_newest_first(console: Console) -> None:
     ids = []
     for _ in range(3):

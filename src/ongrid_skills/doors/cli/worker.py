@@ -109,6 +109,7 @@ def _worker_key(settings: Any) -> Any:
 async def _work(
     settings: Any, host: str, labels: dict[str, str], trusted: Any, key: Any, sink: Any
 ) -> None:
+    from ongrid_skills.execution.confine import SandboxPolicy  # noqa: PLC0415
     from ongrid_skills.execution.runner import SubprocessRunner  # noqa: PLC0415
     from ongrid_skills.execution.supervision import (  # noqa: PLC0415
         groups_dir_of,
@@ -123,7 +124,7 @@ async def _work(
     await asyncio.to_thread(kill_left_behind, groups)  # a previous worker's calls, if it died
     holder = RegistryHolder(registry_builder(settings, sink))
     ledger = Ledger(settings.data_dir)
-    runner = SubprocessRunner(groups_dir=groups)
+    runner = SubprocessRunner(groups_dir=groups, sandbox=SandboxPolicy.from_settings(settings))
     store, credentials = _credentials(settings)
     agent = Worker(
         settings, holder, trusted, runner, ledger, key, host=host, labels=labels,

@@ -263,6 +263,11 @@ def skill_fields(skill: Skill) -> list[tuple[str, Cell]]:
         fields.append(("entry", skill.target.entry))
         fields.append(("env_allow", ", ".join(skill.target.env_allow) or "(none)"))
     fields.append(("manifest", skill.origin))
+    if skill.sandbox is not None:  # as declared; the class's default may tighten it
+        box = skill.sandbox
+        parts = [box.profile, *(f"read {p}" for p in box.read), *(f"write {p}" for p in box.write)]
+        parts.append("network" if box.network else "no network")
+        fields.append(("sandbox", ", ".join(parts)))
     if skill.base_dir is not None:
         fields.append(("folder", skill.base_dir))
     for slot in skill.credentials:  # what it needs, never a value (bindings: credentials list)
