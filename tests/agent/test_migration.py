@@ -35,7 +35,7 @@ def test_a_store_at_0001_is_upgraded_in_place_and_keeps_its_rows(tmp_path: Path)
     try:
         tables = {r[0] for r in raw.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         assert {"agent_runs", "agent_messages", "agent_events", "web_sessions"} <= tables
-        assert raw.execute("SELECT version_num FROM alembic_version").fetchall() == [("0009",)]
+        assert raw.execute("SELECT version_num FROM alembic_version").fetchall() == [("0016",)]
         assert raw.execute("SELECT value FROM settings WHERE key = 'kept'").fetchone() == ('"yes"',)
     finally:
         raw.close()

@@ -37,7 +37,7 @@ def test_migrations_create_exactly_the_schema_of_the_models(
         store.close()
 
     assert differences == []
-    assert version == "0009"  # the head: 0008 credentials, 0009 stored personas
+    assert version == "0016"  # the head: 0009 stored personas, 0016 triggers and schedules
 
 
 def test_opening_a_migrated_store_again_migrates_nothing_and_keeps_one_version(
@@ -48,7 +48,7 @@ def test_opening_a_migrated_store_again_migrates_nothing_and_keeps_one_version(
 
     conn = sqlite3.connect(tmp_path / "data" / "ongrid.db")
     try:
-        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [("0009",)]
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [("0016",)]
     finally:
         conn.close()
 
@@ -152,7 +152,7 @@ def test_stores_opened_at_once_on_a_new_database_migrate_it_once(
     store = open_store(str(tmp_path / "data"), database_url, audit_key_file=str(key))
     with closing(store), store.read() as conn:
         versions = conn.execute(text("SELECT version_num FROM alembic_version")).all()
-    assert versions == [("0009",)]
+    assert versions == [("0016",)]
 
 
 def test_two_stores_appending_at_once_keep_one_valid_audit_chain(
@@ -222,7 +222,7 @@ def test_a_store_at_0003_is_upgraded_to_replica_leases_keeping_its_rows(
         version = conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
         row = conn.execute(text("SELECT status, replica_id FROM executions")).one()
         leases = conn.execute(text("SELECT count(*) FROM replicas")).scalar()
-    assert version == "0009"
+    assert version == "0016"
     assert tuple(row) == ("running", None)
     assert leases == 0
 

@@ -23,6 +23,7 @@ and the telling of changes (:mod:`.ledger`), the approved run and time (:mod:`.l
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from ongrid_skills.approvals.checks import Checks
 from ongrid_skills.approvals.ledger import Ledger
@@ -93,8 +94,10 @@ class ApprovalDesk:
         confirmed: bool,
         key: str | None,
         digest: str,
+        context: dict[str, Any] | None = None,
     ) -> Execution:
-        """Open a request for a call the gate answered ``approve``; it waits as pending_approval."""
+        """Open a request for a call the gate answered ``approve``; it waits as pending_approval.
+        ``context`` is shown to the signers with it (a trigger's alert)."""
         now = self.clock()
         approval = Approval(
             id=new_id(),
@@ -111,6 +114,7 @@ class ApprovalDesk:
             created_at=now,
             expires_at=now + self.ttl_seconds,
             credentials=_names(self.runs.credential_names(skill)) or None,
+            context=context,
         )
         execution.status = Status.PENDING_APPROVAL
         execution.approval_id = approval.id
@@ -140,6 +144,7 @@ class ApprovalDesk:
                     "signatures_required": required,
                     "definition_hash": skill.definition_hash,
                     **({"credentials": approval.credentials} if approval.credentials else {}),
+                    **({"context": context} if context else {}),
                 },
             )
             if first_signer:

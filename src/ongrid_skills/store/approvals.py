@@ -62,6 +62,7 @@ class Approval:
     signatures: list[Signature] = field(default_factory=list)
     requested_role: str | None = None  # the requester's role when they asked
     credentials: dict[str, str] | None = None  # slot -> credential name the call will use
+    context: dict[str, Any] | None = None  # what asked for it: a trigger's alert (SPEC §21)
 
     @property
     def approvals(self) -> list[Signature]:
@@ -88,6 +89,7 @@ class Approval:
             "expires_at": iso(self.expires_at),
             "decided_at": iso(self.decided_at),
             **({"credentials": self.credentials} if self.credentials else {}),
+            **({"context": self.context} if self.context else {}),
         }
 
 
@@ -116,6 +118,7 @@ class ApprovalRepo:
                 expires_at=approval.expires_at,
                 decided_at=approval.decided_at,
                 credentials=approval.credentials,
+                context=approval.context,
             )
         )
 
@@ -240,4 +243,5 @@ def _from_row(row: Any) -> Approval:
         decided_at=row["decided_at"],
         requested_role=row["requested_role"],
         credentials=row["credentials"],
+        context=row["context"],
     )
