@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
-from typing import Any
 
 from ongrid_skills.agent.kernel import AgentService
 from ongrid_skills.manager import Manager
@@ -71,9 +71,11 @@ async def _post(
                 with contextlib.suppress(Exception):
                     await asyncio.shield(task)
             execution = manager.get(target)
-            detail: Any = execution.result if execution.error is None else execution.error.message
+            if execution.error is not None:
+                text = execution.error.message
+            else:
+                text = execution.result_text or json.dumps(execution.result, default=str)
             what = f"{execution.skill} ({target})"
-            text = detail if isinstance(detail, str) else repr(detail)
             message = notice(actor, subject, what, execution.status.value, text, target)
         if manager.post_notice is not None:
             manager.post_notice(message)
