@@ -5,7 +5,6 @@ example ``reporter`` persona, and a webhook receiver standing in for Slack."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -93,7 +92,7 @@ def test_an_alert_starts_an_agent_run_whose_prompt_holds_the_alert_and_its_answe
     run = _run(served, started[0]["target_id"])
     assert run["requested_by"] == "trigger:ai" and run["role"] == "viewer", run
     sent = llm.wait_requests(1)[-1]
-    user = [m["content"] for m in sent["messages"] if m["role"] == "user"][0]
+    user = next(m["content"] for m in sent["messages"] if m["role"] == "user")
     assert user.startswith("Diagnose HighLatency on web-1.")
     assert '"summary": "p99 above 2 s"' in user  # the alert itself, as data
     posted = wait_for(
