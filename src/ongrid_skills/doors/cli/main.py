@@ -20,6 +20,7 @@ import click
 
 from ongrid_skills import toolspec
 from ongrid_skills.doors.cli import args as cli_args
+from ongrid_skills.doors.cli import automation as cli_automation
 from ongrid_skills.doors.cli import chat as cli_agent
 from ongrid_skills.doors.cli import completion, output, remote_run
 from ongrid_skills.doors.cli import config_command as cli_config
@@ -398,6 +399,7 @@ cli_pack_install.register(cli_pack.register(cli))
 cli_config.register(cli)
 cli_worker.register(cli)
 cli_credentials.register(cli)
+cli_automation.register(cli)
 
 
 def main(argv: list[str] | None = None) -> Any:
