@@ -14,6 +14,7 @@ from starlette.routing import Route
 from ongrid_skills.doors.web import (
     agent_runs,
     approvals,
+    automation,
     chat,
     credentials,
     errors,
@@ -66,4 +67,5 @@ def build_web_app(settings: Settings) -> FastAPI:
     app.include_router(execution_page.router)
     app.include_router(packs.router)
     app.include_router(credentials.router)
+    app.include_router(automation.router)
     return app
