@@ -198,3 +198,13 @@ def test_hostile_sizes_stay_within_slacks_limits() -> None:
     assert len(section["fields"]) <= 10
     assert all(len(f["text"]) <= 2000 for f in section["fields"])
     assert len(section["text"]["text"]) <= 3000
+
+
+def test_a_request_asked_by_a_trigger_names_its_alert_escaped() -> None:
+    context = {
+        "trigger": "am",
+        "alert": {"status": "firing", "labels": {"alertname": "HostDown", "instance": "<!here>"}},
+    }
+    body = message(ApprovalEvent("requested", approval(context=context), "trigger:am"), PUBLIC)
+    assert fields(body)["Alert"] == "firing: alertname=HostDown, instance=&lt;!here&gt;"
+    assert "<!here>" not in json.dumps(body)
