@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+from datetime import UTC, datetime
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -128,6 +129,17 @@ def test_an_alert_posted_to_alertmanager_starts_the_rules_call_with_args_from_it
     assert execution["requested_by"] == "trigger:am"
     audit = served.http("GET", "/v1/audit", params={"actor": "trigger:am"}).json()
     assert "trigger.fired" in [e["action"] for e in audit["items"]]
+    # Alertmanager's own resolved notification (send_resolved) marks the start resolved.
+    ended = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+    alertmanager.post(
+        {
+            "labels": {"alertname": "HostDown", "instance": "db-7"},
+            "annotations": {"summary": "db-7 down"},
+            "endsAt": ended,
+        }
+    )
+    wait_for(lambda: recent(served, "am")[0]["resolved_at"], "the resolved notification", 20)
+    assert len(recent(served, "am")) == 1  # resolving started nothing new
 
 
 def test_alertmanagers_basic_auth_credentials_are_accepted_and_a_wrong_token_is_not(

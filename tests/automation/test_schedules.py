@@ -5,12 +5,14 @@ resume and run now; and two replicas on PostgreSQL firing each firing once."""
 from __future__ import annotations
 
 import sqlite3
+from concurrent.futures import ThreadPoolExecutor
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from sqlalchemy import text
 
@@ -135,7 +137,9 @@ def test_a_schedule_runs_safe_skills_only_and_admins_change_it(served: Served) -
 ZONE = __import__("zoneinfo").ZoneInfo("Europe/Paris")
 
 
-def test_two_replicas_on_postgresql_run_each_firing_once(replicas: ReplicaSet) -> None:
+def test_two_replicas_on_postgresql_run_each_firing_once_and_start_one_alert_once(
+    replicas: ReplicaSet,
+) -> None:
     _skills(replicas.skills)
     a, b = replicas.start("a"), replicas.start("b")
     answer = a.call("PUT", "/v1/schedules/tick", json={"skill": "report", "cron": "* * * * * *"})
@@ -158,3 +162,20 @@ def test_two_replicas_on_postgresql_run_each_firing_once(replicas: ReplicaSet) -
     assert len(times) == len(set(times)) >= 4
     assert started == len(times)
     assert claimed_by >= 1
+
+    rule = {"name": "r", "skill": "report", "args": {"path": "{labels.instance}"}}
+    token = a.call("PUT", "/v1/triggers/am", json={"rules": [rule]}).json()["token"]
+    payload = {"labels": {"alertname": "DiskFull", "instance": "web-1"}, "fingerprint": "f1"}
+
+    def deliver(replica: Any) -> Any:
+        return httpx.post(
+            f"{replica.serve.url}/v1/triggers/am",
+            json=payload,
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=30,
+        ).json()
+
+    with ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(deliver, [a, b, a, b]))
+    assert sum(len(x["started"]) for x in answers) == 1, answers
+    assert sum(x["duplicates"] for x in answers) == 3
