@@ -123,6 +123,7 @@ def test_a_schedule_runs_safe_skills_only_and_admins_change_it(served: Served) -
         {"skill": "report", "cron": "* * * * *", "timezone": "Mars/Olympus"},
         {"skill": "report", "cron": "* * * * *", "missed": "always"},
         {"skill": "report", "cron": "* * * * *", "typo": True},
+        {"skill": "report", "cron": "* * * * *", "args": {"path": 7}},
     ):
         assert served.http("PUT", "/v1/schedules/bad", json=doc).status_code == 400, doc
     doc = {"skill": "report", "cron": "0 7 * * *", "timezone": "Europe/Paris"}

@@ -22,7 +22,7 @@ from ongrid_skills.agent.kernel import AgentService
 from ongrid_skills.automation import outcomes
 from ongrid_skills.automation.cron import ScheduleSpec, due, parse_schedule
 from ongrid_skills.automation.rules import name_ok
-from ongrid_skills.errors import Conflict, InvalidRequest, NotFound, SkillError
+from ongrid_skills.errors import Conflict, InvalidArgs, InvalidRequest, NotFound, SkillError
 from ongrid_skills.execution.records import new_id
 from ongrid_skills.governance.principal import Principal
 from ongrid_skills.manager import Manager
@@ -52,6 +52,9 @@ class Schedules:
             skill = registry.get(spec.skill)
             if skill.skill_class is not SkillClass.SAFE:
                 raise InvalidRequest(f"a schedule runs safe skills only; {skill.name} is not")
+            violations = skill.validate(spec.args)
+            if violations:  # found now, not at 7:00 tomorrow
+                raise InvalidArgs(skill.name, violations)
         else:
             assert spec.persona is not None
             registry.persona(spec.persona)
