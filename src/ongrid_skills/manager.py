@@ -42,6 +42,7 @@ from ongrid_skills.fleet.replica import Replica
 from ongrid_skills.governance.gate import admit, may_cancel
 from ongrid_skills.governance.principal import Principal
 from ongrid_skills.metrics import Metrics
+from ongrid_skills.notify.events import Notice
 from ongrid_skills.recovery import end_left_behind
 from ongrid_skills.settings import Settings
 from ongrid_skills.skills.model import Skill
@@ -127,6 +128,8 @@ class Manager:
         self.reload_listeners: list[Callable[[Registry], None]] = []
         #: Edge workers (set by the runtime with ONGRID_NATS_URL): host skills run there.
         self.fleet: Fleet | None = None
+        #: Posts a notice to the approval webhooks' channels (set by the runtime when any).
+        self.post_notice: Callable[[Notice], None] | None = None
 
     @property
     def running(self) -> int:
@@ -200,7 +203,9 @@ class Manager:
         wait: bool = True,
         idempotency_key: str | None = None,
         on_event: EventSink | None = None,
+        context: dict[str, Any] | None = None,
     ) -> Execution:
+        """``context`` (what started the call: a trigger's alert) goes with an approval request."""
         registry = self.registry
         try:
             skill = registry.get(name)
@@ -267,6 +272,7 @@ class Manager:
                 key,
                 digest,
                 preview=preview,
+                context=context,
             )
         capacity = self.settings.max_concurrent_executions + self.settings.execution_queue_size
         if self.running + self.waiting >= capacity:

@@ -179,6 +179,7 @@ async def open_manager(
             notifier = WebhookNotifier(urls, public, own_store, delivery=webhook_delivery)
             await notifier.start()
             manager.desk.listeners.append(notifier.notify)
+            manager.post_notice = notifier.post
         if settings.nats_url:  # before recovery: an approved host call found there runs there
             fleet = await _open_fleet(settings, manager)
         manager.owns_data_dir = lock.acquire()

@@ -58,6 +58,9 @@ class Settings:
     # Replicas on a shared database (docs/fleet.md): a replica whose lease was not renewed for
     # this long is presumed dead and its running calls become interrupted.
     replica_lease_ttl_seconds: int = 30
+    # Schedules (docs/triggers.md): a firing due longer ago than this when found was missed
+    # (everything was down); it runs once or is skipped, per the schedule's policy.
+    schedule_late_seconds: int = 60
     # A running call's events are stored in batches, this long after the first of each batch:
     # how late a client of another replica sees them (docs/fleet.md).
     event_flush_ms: int = 500
@@ -307,6 +310,7 @@ _INT_FIELDS = {
     "web_session_idle_seconds",
     "web_session_max_seconds",
     "replica_lease_ttl_seconds",
+    "schedule_late_seconds",
     "event_flush_ms",
     "fleet_ttl_seconds",
     "toolbag_deferral_threshold",

@@ -28,14 +28,22 @@ def offered_names(persona: str) -> set[str]:
     return {name for name, skill in reg.skills.items() if offered(skill, who)}
 
 
-def test_the_examples_ship_the_two_personas_the_docs_use() -> None:
+def test_the_examples_ship_the_three_personas_the_docs_use() -> None:
     assert sorted(p.name for p in EXAMPLE_PERSONAS.glob("*.md")) == [
         "incident_commander.md",
         "ops_responder.md",
+        "reporter.md",
     ]
     reg = registry()
     assert reg.persona("ops_responder").permission_mode is PermissionMode.MUTATING_WITH_CONFIRM
     assert reg.persona("incident_commander").permission_mode is PermissionMode.DUAL_SIGN
+    assert reg.persona("reporter").permission_mode is PermissionMode.READ_ONLY
+
+
+def test_the_reporter_is_offered_its_safe_readers_and_nothing_that_changes_the_host() -> None:
+    names = offered_names("reporter")
+    assert {"disk_usage", "list_processes", "read_journal", "host_info"} <= names
+    assert not names & {"disk_cleaner", "process_signal"}
 
 
 def test_validate_finds_nothing_to_report_in_the_personas() -> None:

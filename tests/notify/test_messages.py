@@ -217,3 +217,13 @@ def test_an_install_skill_request_names_its_pack_signer_and_skills() -> None:
         f"ops-basics@1.0.0 sha256:{'c' * 64}, signer SHA256:abc (trusted); "
         "skills: host_info (safe); personas: oncall (read-only)"
     )
+
+
+def test_a_request_asked_by_a_trigger_names_its_alert_escaped() -> None:
+    context = {
+        "trigger": "am",
+        "alert": {"status": "firing", "labels": {"alertname": "HostDown", "instance": "<!here>"}},
+    }
+    body = message(ApprovalEvent("requested", approval(context=context), "trigger:am"), PUBLIC)
+    assert fields(body)["Alert"] == "firing: alertname=HostDown, instance=&lt;!here&gt;"
+    assert "<!here>" not in json.dumps(body)

@@ -89,7 +89,11 @@ def test_a_skill_md_exec_tool_declares_a_sandbox_and_a_builtin_one_cannot(tmp_pa
             "name": "probe",
             "description": "A probe.",
             "tools": [
-                {"name": "probe_it", "impl": "builtin:probe_tcp", "sandbox": {"profile": "strict"}}
+                {
+                    "name": "probe_it",
+                    "impl": "builtin:net.probe_tcp",
+                    "sandbox": {"profile": "strict"},
+                }
             ],
         },
     )

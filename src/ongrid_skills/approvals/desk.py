@@ -101,9 +101,11 @@ class ApprovalDesk:
         digest: str,
         *,
         preview: dict[str, Any] | None = None,
+        context: dict[str, Any] | None = None,
     ) -> Execution:
         """Open a request for a call the gate answered ``approve``; it waits as pending_approval.
-        ``preview``: what its card shows signers besides the args (install_skill's summary)."""
+        ``preview``: what its card shows signers besides the args (install_skill's summary);
+        ``context``: what started the call, shown to the signers with it (a trigger's alert)."""
         now = self.clock()
         approval = Approval(
             id=new_id(),
@@ -121,6 +123,7 @@ class ApprovalDesk:
             expires_at=now + self.ttl_seconds,
             credentials=_names(self.runs.credential_names(skill)) or None,
             preview=preview,
+            context=context,
         )
         execution.status = Status.PENDING_APPROVAL
         execution.approval_id = approval.id
@@ -151,6 +154,7 @@ class ApprovalDesk:
                     "definition_hash": skill.definition_hash,
                     **({"credentials": approval.credentials} if approval.credentials else {}),
                     **({"preview": preview} if preview else {}),
+                    **({"context": context} if context else {}),
                 },
             )
             if first_signer:

@@ -16,6 +16,7 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ongrid_skills.agent import open_agents
+from ongrid_skills.automation import open_automation
 from ongrid_skills.doors.pack_changes import upload_limit
 from ongrid_skills.doors.rest import build_rest_app
 from ongrid_skills.doors.rest.auth import Authenticator
@@ -62,7 +63,10 @@ def create_app(
             ):
                 app.state.agents = agents
                 web.state.agents = agents
-                yield
+                async with open_automation(manager, agents) as automation:
+                    app.state.automation = automation
+                    web.state.automation = automation
+                    yield
 
     app = build_rest_app(lifespan, upload_limit=upload_limit(settings))
     app.router.routes.append(mcp_route())  # MCP over streamable HTTP; not in PUBLIC_PATHS

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from ongrid_skills.store.approvals import Approval
 
@@ -45,6 +46,19 @@ class ApprovalEvent:
     def action(self) -> str:
         """The audit action of the change: ``approval.requested``, ``approval.signed``…"""
         return f"approval.{self.kind}"
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """A message for the approval webhooks' channels that is not an approval event: what a
+    trigger or a schedule started ended. ``action`` names it in the audit entries of its
+    deliveries (``trigger.outcome``), ``subject`` is what it is about (a start or firing id),
+    ``body`` the webhook body as sent (``{"text": …, "blocks": […]}``)."""
+
+    action: str
+    subject: str
+    body: dict[str, Any]
+    execution_id: str | None = None
 
 
 #: The port: called with each event, on the desk's thread; returns at once, never raises.

@@ -78,6 +78,11 @@ def message(event: ApprovalEvent, public_url: str) -> dict[str, Any]:
         fields.append(("Credentials", _mrkdwn(names)))
     if approval.review is not None:  # the reviewer's opinion, cut short (the card has it all)
         fields.append(("Reviewer", _mrkdwn(review_line(approval.review))))
+    alert = (approval.context or {}).get("alert")
+    if isinstance(alert, dict):  # asked by a trigger: which alert, for the signers
+        labels = alert.get("labels") or {}
+        named = ", ".join(f"{k}={v}" for k, v in sorted(labels.items()) if isinstance(v, str))
+        fields.append(("Alert", _mrkdwn(_cut(f"{alert.get('status', '?')}: {named}", NOTE_CHARS))))
     preview, digest = args_preview(approval.args), args_digest(approval.args)[:16]
     fields.append(("Args", f"`{_code(preview)}`\nsha256 {digest}"))
     pack = (approval.preview or {}).get("pack")

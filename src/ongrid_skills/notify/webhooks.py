@@ -35,7 +35,7 @@ from typing import Any
 import httpx
 
 from ongrid_skills.errors import ConfigError
-from ongrid_skills.notify.events import ApprovalEvent
+from ongrid_skills.notify.events import ApprovalEvent, Notice
 from ongrid_skills.notify.messages import message
 from ongrid_skills.store import Store
 
@@ -99,9 +99,9 @@ def retry_after_seconds(value: str | None, now: float) -> float | None:
 class _Target:
     url: str
     label: str
-    queue: deque[ApprovalEvent] = field(default_factory=deque)
+    queue: deque[ApprovalEvent | Notice] = field(default_factory=deque)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
-    current: ApprovalEvent | None = None  # the message under way
+    current: ApprovalEvent | Notice | None = None  # the message under way
     attempts: int = 0  # of the message under way
     task: asyncio.Task[None] | None = None
 
@@ -162,7 +162,7 @@ class WebhookNotifier:
             target.task = self._loop.create_task(self._work(target))
 
     # ---- the desk's side: queue and return ------------------------------------------------
-    def notify(self, event: ApprovalEvent) -> None:
+    def notify(self, event: ApprovalEvent | Notice) -> None:
         """Queue ``event`` for every URL and return at once (from any thread)."""
         if self._closed or self._loop is None:
             return
@@ -172,7 +172,11 @@ class WebhookNotifier:
             return
         self._enqueue(event)
 
-    def _enqueue(self, event: ApprovalEvent) -> None:
+    def post(self, notice: Notice) -> None:
+        """Queue a :class:`Notice` (a trigger's or schedule's outcome) like an event."""
+        self.notify(notice)
+
+    def _enqueue(self, event: ApprovalEvent | Notice) -> None:
         if self._closed:  # handed over from another thread while closing
             return
         for target in self.targets:
@@ -185,7 +189,7 @@ class WebhookNotifier:
             target.queue.append(event)
             target.wake.set()
 
-    def _audit_drop_soon(self, target: _Target, event: ApprovalEvent, reason: str) -> None:
+    def _audit_drop_soon(self, target: _Target, event: ApprovalEvent | Notice, reason: str) -> None:
         assert self._loop is not None
         outcome = {"attempts": 0, "reason": reason}
         self._loop.call_soon(self._record, "webhook.dropped", target, event, outcome)
@@ -206,9 +210,10 @@ class WebhookNotifier:
                 LOG.exception("approval webhook %s: delivery broke", target.label)
             target.current = None
 
-    async def _deliver(self, target: _Target, event: ApprovalEvent) -> None:
+    async def _deliver(self, target: _Target, event: ApprovalEvent | Notice) -> None:
         try:
-            body = json.dumps(message(event, self.public_url), ensure_ascii=False).encode()
+            built = event.body if isinstance(event, Notice) else message(event, self.public_url)
+            body = json.dumps(built, ensure_ascii=False).encode()
         except Exception as exc:  # a message that cannot be built is a failure, not a crash
             self._record("webhook.failed", target, event, {"attempts": 0, "error": repr(exc)})
             return
@@ -253,22 +258,21 @@ class WebhookNotifier:
         return status, f"HTTP {status}", retry_after
 
     def _record(
-        self, action: str, target: _Target, event: ApprovalEvent, outcome: dict[str, Any]
+        self, action: str, target: _Target, event: ApprovalEvent | Notice, outcome: dict[str, Any]
     ) -> None:
         """One audit entry for one outcome; a store that fails is logged, nothing more."""
         if action == "webhook.dropped":
             LOG.warning(
                 "approval webhook %s: %s dropped: %s", target.label, event.action, outcome["reason"]
             )
-        data = {
-            "url": target.label,
-            "event": event.action,
-            "execution_id": event.approval.execution_id,
-            **outcome,
-        }
+        if isinstance(event, Notice):
+            subject, execution_id = event.subject, event.execution_id
+        else:
+            subject, execution_id = event.approval.id, event.approval.execution_id
+        data = {"url": target.label, "event": event.action, "execution_id": execution_id, **outcome}
         try:
             with self.store.tx() as conn:
-                self.store.audit.append(conn, "manager", action, event.approval.id, data)
+                self.store.audit.append(conn, "manager", action, subject, data)
         except Exception as exc:
             LOG.error("approval webhook %s: %s not audited: %s", target.label, action, exc)
 

@@ -119,6 +119,7 @@ class Approval:
     credentials: dict[str, str] | None = None  # slot -> credential name the call will use
     review: Review | None = None  # the reviewer's opinion, when a reviewer is configured
     preview: dict[str, Any] | None = None  # what the card shows besides the args (0011)
+    context: dict[str, Any] | None = None  # what asked for it: a trigger's alert (SPEC §21)
 
     @property
     def approvals(self) -> list[Signature]:
@@ -147,6 +148,7 @@ class Approval:
             **({"credentials": self.credentials} if self.credentials else {}),
             **({"review": self.review.to_dict()} if self.review else {}),
             **({"preview": self.preview} if self.preview else {}),
+            **({"context": self.context} if self.context else {}),
         }
 
 
@@ -176,6 +178,7 @@ class ApprovalRepo:
                 decided_at=approval.decided_at,
                 credentials=approval.credentials,
                 preview=approval.preview,
+                context=approval.context,
             )
         )
 
@@ -328,4 +331,5 @@ def _from_row(row: Any) -> Approval:
         credentials=row["credentials"],
         review=Review.of(row["review"]),
         preview=row["preview"],
+        context=row["context"],
     )

@@ -22,8 +22,10 @@ from ongrid_skills.store.executions import ExecutionRepo
 from ongrid_skills.store.leases import LeaseRepo
 from ongrid_skills.store.personas import PersonaRepo
 from ongrid_skills.store.preferences import PreferenceRepo
+from ongrid_skills.store.schedules import ScheduleRepo
 from ongrid_skills.store.sessions import SessionRepo
 from ongrid_skills.store.tokens import TokenRepo
+from ongrid_skills.store.triggers import TriggerRepo
 
 if TYPE_CHECKING:
     from ongrid_skills.store.packs import PackRepo
@@ -31,9 +33,8 @@ if TYPE_CHECKING:
 
 class Store:
     """The repositories over one :class:`Database`: ``executions``, ``approvals``, ``audit``,
-    ``tokens``, ``sessions``, ``leases``, ``credentials``, ``personas``, ``preferences``;
-    ``tx()`` and
-    ``read()`` are the database's."""
+    ``tokens``, ``sessions``, ``leases``, ``credentials``, ``personas``, ``preferences``,
+    ``triggers``, ``schedules``; ``tx()`` and ``read()`` are the database's."""
 
     def __init__(self, db: Database, audit: AuditLog) -> None:
         self.db = db
@@ -48,6 +49,8 @@ class Store:
         self.credentials = CredentialRepo(db, self.audit)
         self.personas = PersonaRepo(db, self.audit)
         self.preferences = PreferenceRepo(db)
+        self.triggers = TriggerRepo(db, self.audit)
+        self.schedules = ScheduleRepo(db, self.audit)
 
     @contextmanager
     def tx(self) -> Iterator[Connection]:

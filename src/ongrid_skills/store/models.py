@@ -91,6 +91,8 @@ class ApprovalRow(Base):
     review: Mapped[Any] = mapped_column(JSON, nullable=True)
     # What the card shows signers besides the args (migration 0011): install_skill's summary.
     preview: Mapped[Any] = mapped_column(JSON, nullable=True)
+    # What started the call, for the signers: the alert of a trigger (migration 0014).
+    context: Mapped[Any] = mapped_column(JSON, nullable=True)
 
 
 class SignatureRow(Base):
@@ -326,6 +328,74 @@ class PersonaRow(Base):
     created_at: Mapped[float] = mapped_column(Float)
     updated_by: Mapped[str | None] = mapped_column(String(128))
     updated_at: Mapped[float | None] = mapped_column(Float)
+
+
+class TriggerRow(Base):
+    """An alert trigger (migration 0014): its rules in ``spec``, the SHA-256 of its token."""
+
+    __tablename__ = "triggers"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    token_hash: Mapped[str] = mapped_column(String(64))
+    spec: Mapped[Any] = mapped_column(JSON)
+    created_by: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_by: Mapped[str | None] = mapped_column(String(128))
+    updated_at: Mapped[float | None] = mapped_column(Float)
+
+
+class TriggerStartRow(Base):
+    """What one rule started for one firing alert; ``dedupe`` (rule, fingerprint, startsAt) is
+    unique while the alert fires, so a repeated notification starts nothing new."""
+
+    __tablename__ = "trigger_starts"
+    __table_args__ = (UniqueConstraint("trigger", "dedupe"),)
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    trigger: Mapped[str] = mapped_column(String(64), index=True)
+    rule: Mapped[str] = mapped_column(String(64))
+    dedupe: Mapped[str] = mapped_column(String(300))
+    fingerprint: Mapped[str] = mapped_column(String(64))
+    kind: Mapped[str] = mapped_column(String(16))  # call | run | rate_limited | failed
+    target_id: Mapped[str | None] = mapped_column(String(32))
+    alert: Mapped[Any] = mapped_column(JSON)
+    error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[float] = mapped_column(Float, index=True)
+    resolved_at: Mapped[float | None] = mapped_column(Float)
+
+
+class ScheduleRow(Base):
+    """A schedule (migration 0014): cron, time zone, what it starts, paused or not; ``base`` is
+    the fire time from which the next one is computed (the last claimed, or when resumed)."""
+
+    __tablename__ = "schedules"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    spec: Mapped[Any] = mapped_column(JSON)
+    paused: Mapped[int] = mapped_column(Integer, default=0)
+    base: Mapped[float] = mapped_column(Float)
+    created_by: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_by: Mapped[str | None] = mapped_column(String(128))
+    updated_at: Mapped[float | None] = mapped_column(Float)
+
+
+class ScheduleFiringRow(Base):
+    """One firing of a schedule, claimed by inserting it: (schedule, fire_time) is unique, so
+    with replicas each firing runs exactly once."""
+
+    __tablename__ = "schedule_firings"
+    __table_args__ = (UniqueConstraint("schedule", "fire_time"),)
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    schedule: Mapped[str] = mapped_column(String(64), index=True)
+    fire_time: Mapped[float] = mapped_column(Float)
+    how: Mapped[str] = mapped_column(String(16))  # on_time | missed | manual
+    kind: Mapped[str] = mapped_column(String(16))  # call | run | skipped | failed
+    target_id: Mapped[str | None] = mapped_column(String(32))
+    error: Mapped[str | None] = mapped_column(Text)
+    replica_id: Mapped[str | None] = mapped_column(String(32))
+    created_at: Mapped[float] = mapped_column(Float)
 
 
 Index("ix_executions_status_created", ExecutionRow.status, ExecutionRow.created_at)

@@ -20,6 +20,7 @@ from typing import Any
 import click
 
 from ongrid_skills.doors.cli import args as cli_args
+from ongrid_skills.doors.cli import automation as cli_automation
 from ongrid_skills.doors.cli import catalogue, completion, output, remote_run, target
 from ongrid_skills.doors.cli import chat as cli_agent
 from ongrid_skills.doors.cli import config_command as cli_config
@@ -286,6 +287,7 @@ cli_pack_install.register(cli_pack.register(cli))
 cli_config.register(cli)
 cli_worker.register(cli)
 cli_credentials.register(cli)
+cli_automation.register(cli)
 
 
 def main(argv: list[str] | None = None) -> Any:

@@ -19,6 +19,7 @@ from ongrid_skills.doors.rest import errors
 from ongrid_skills.doors.rest.agent_routes import router as agent_router
 from ongrid_skills.doors.rest.approval_events import router as approval_events_router
 from ongrid_skills.doors.rest.auth import AuthGate
+from ongrid_skills.doors.rest.automation_routes import router as automation_router
 from ongrid_skills.doors.rest.credential_routes import router as credential_router
 from ongrid_skills.doors.rest.execute_path import ExecuteFastPath
 from ongrid_skills.doors.rest.hosts import router as hosts_router
@@ -57,6 +58,7 @@ def build_rest_app(lifespan: Lifespan, *, upload_limit: int = errors.MAX_BODY_BY
     app.include_router(hosts_router)
     app.include_router(credential_router)
     app.include_router(persona_router)
+    app.include_router(automation_router)
     return app
 
 

@@ -15,6 +15,7 @@ from ongrid_skills.doors.web import (
     agent_runs,
     api_docs,
     approvals,
+    automation,
     chat,
     credentials,
     errors,
@@ -73,4 +74,5 @@ def build_web_app(settings: Settings) -> FastAPI:
     app.include_router(pack_install.router)
     app.include_router(credentials.router)
     app.include_router(api_docs.router)
+    app.include_router(automation.router)
     return app

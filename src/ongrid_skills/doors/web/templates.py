@@ -54,6 +54,7 @@ NAV: tuple[NavItem, ...] = (
     NavItem("audit", "Audit", "/audit"),
     NavItem("personas", "Personas", "/personas"),
     NavItem("agent", "Agent runs", "/agent/runs"),
+    NavItem("automation", "Automation", "/automation", Role.OPERATOR),
     NavItem("packs", "Packs", "/packs", Role.ADMIN),
     NavItem("credentials", "Credentials", "/credentials", Role.ADMIN),
     NavItem("docs", "API", "/docs"),
