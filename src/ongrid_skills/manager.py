@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 from ongrid_skills.approvals.desk import ApprovalDesk
+from ongrid_skills.approvals.previews import previewing
 from ongrid_skills.builtins.base import Reach, ToolPorts, request_hook
 from ongrid_skills.calls import Calls
 from ongrid_skills.credentials.service import Credentials, open_credentials
@@ -182,6 +183,8 @@ class Manager:
         if swept:
             LOG.info("removed the credential folders of %d process(es) no longer running", swept)
         await self.desk.recover()
+        if self.replica is None:  # previews a previous run of this manager left running
+            self.desk.previews.abandoned()
         if self.replica is not None:
             self.replica.start()
 
@@ -254,7 +257,10 @@ class Manager:
                     self._audit_refusal(principal, name, persona, exc)
                     raise
                 execution.args, preview = prepared.args, prepared.preview
-            return self.desk.request(
+            if skill.preview is not None:  # its dry run starts with the request (SPEC §20)
+                timeout = skill.preview.timeout_seconds
+                preview = {**(preview or {}), "run": previewing(self.clock(), timeout)}
+            requested = self.desk.request(
                 execution,
                 skill,
                 who,
@@ -265,6 +271,11 @@ class Manager:
                 digest,
                 preview=preview,
             )
+            approval_id = requested.approval_id
+            if skill.preview is not None and approval_id is not None:
+                attach = self.desk.previews.attach
+                self.calls.preview(requested, skill, lambda run: attach(approval_id, run))
+            return requested
         capacity = self.settings.max_concurrent_executions + self.settings.execution_queue_size
         if self.running + self.waiting >= capacity:
             self.metrics.rejected_busy()

@@ -18,6 +18,7 @@ LOG = logging.getLogger("ongrid_skills.notify")
 
 #: The kinds, named after the audit actions of the desk (``approval.<kind>``).
 #: ``reviewed``: the reviewer's opinion (or its failure) was attached (``approval.reviewed``).
+#: ``previewed``: the request's preview ended, its result or failure attached (SPEC §20).
 KINDS = (
     "requested",
     "signed",
@@ -27,6 +28,7 @@ KINDS = (
     "void",
     "cancelled",
     "reviewed",
+    "previewed",
 )
 
 

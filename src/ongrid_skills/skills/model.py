@@ -6,7 +6,7 @@ import hashlib
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jsonschema_rs
 
@@ -15,6 +15,9 @@ from ongrid_skills.paths import Fingerprint, content_digest, fingerprint
 from ongrid_skills.skills.credential_slots import CredentialSlot
 from ongrid_skills.skills.schemas import EMPTY_OBJECT_SCHEMA, validate_args, validator_for
 from ongrid_skills.types import DEFAULT_TIMEOUT_SECONDS, SkillClass
+
+if TYPE_CHECKING:
+    from ongrid_skills.skills.preview_spec import PreviewSpec
 
 #: Where a skill runs (SPEC §17): on the manager (the default), or on the host an edge worker
 #: runs on (``host``; SKILL.md also says ``edge``). Without a fleet, a host skill runs locally.
@@ -131,6 +134,8 @@ class Skill:
     placement: Placement | None = None  # set on the manager for skills edge workers announce
     # The credentials it needs (SPEC §18): slots an admin binds a stored credential to.
     credentials: tuple[CredentialSlot, ...] = ()
+    # How it runs itself without effect, for the signers of its requests (SPEC §20).
+    preview: PreviewSpec | None = None
     _validator: jsonschema_rs.Validator | None = None
     _load_hash: str | None = None
 
@@ -164,6 +169,8 @@ class Skill:
                 body["scope"] = self.scope
             if self.credentials:  # likewise: a skill without slots keeps its hash
                 body["credentials"] = [slot.to_dict() for slot in self.credentials]
+            if self.preview is not None:  # likewise: a skill without a preview keeps its hash
+                body["preview"] = self.preview.to_dict()
             raw = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
             self._load_hash = hashlib.sha256(raw).hexdigest()
         return self._load_hash
@@ -179,6 +186,9 @@ class Skill:
         if self.target is None:
             return self.load_hash
         content = self.target.content_digest()  # None: changed since load, or unreadable
+        plan = self.preview.target if self.preview is not None else None
+        if plan is not None:  # a preview entry's bytes are part of the definition too
+            content = f"{content}:{plan.content_digest()}"
         return hashlib.sha256(f"{self.load_hash}:{content}".encode()).hexdigest()
 
     def summary(self) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from ongrid_skills.paths import (
 )
 from ongrid_skills.skills.credential_slots import SlotError, parse_slots
 from ongrid_skills.skills.model import SCOPE_MANAGER, Skill, SpawnTarget, parse_scope, scope_problem
+from ongrid_skills.skills.preview_spec import PreviewProblem, parse_preview
 from ongrid_skills.skills.schemas import (
     EMPTY_OBJECT_SCHEMA,
     MAX_DOCUMENT_DEPTH,
@@ -56,6 +57,7 @@ KNOWN_FIELDS = (
     "category",
     "scope",
     "credentials",
+    "preview",
 )
 
 
@@ -312,6 +314,20 @@ def build_skill(
         raise fail(str(exc), "credentials") from None
 
     target, print_ = _resolve_entry(entry, loc, fail)
+    spawn = SpawnTarget(
+        entry=target,
+        root=loc.root,
+        folder=loc.folder,
+        env_allow=tuple(dict.fromkeys(env_allow)),
+        shown_root=loc.shown_root,
+        fingerprint=print_,
+    )
+    try:
+        preview = parse_preview(
+            obj.get("preview"), main=spawn, skill_timeout=timeout or default_timeout
+        )
+    except PreviewProblem as exc:
+        raise fail(str(exc), "preview") from None
     return Skill(
         name=name,
         description=description.strip(),
@@ -324,14 +340,8 @@ def build_skill(
         origin=loc.path,
         scope=scope,
         credentials=credentials,
-        target=SpawnTarget(
-            entry=target,
-            root=loc.root,
-            folder=loc.folder,
-            env_allow=tuple(dict.fromkeys(env_allow)),
-            shown_root=loc.shown_root,
-            fingerprint=print_,
-        ),
+        target=spawn,
+        preview=preview,
     )
 
 

@@ -37,6 +37,7 @@ from ongrid_skills.skills.declared import cap_extra, cap_text
 from ongrid_skills.skills.frontmatter import parse_frontmatter, read_text
 from ongrid_skills.skills.impls import resolve
 from ongrid_skills.skills.model import SCOPE_MANAGER, Skill, SpawnTarget, parse_scope, scope_problem
+from ongrid_skills.skills.preview_spec import PreviewProblem, parse_preview
 from ongrid_skills.skills.requirements import (
     OPENCLAW_KEYS,
     metadata_mapping,
@@ -67,6 +68,7 @@ TOOL_KEYS = (
     "timeout_seconds",
     "schema",
     "env_allow",
+    "preview",
 )
 #: The ``metadata`` keys we read; any other one (openclaw's ``metadata.openclaw``…) is kept in
 #: ``extra`` as ``metadata.<key>``.
@@ -341,6 +343,8 @@ def _tool(
         if issue is not None:
             raise fail(f"{where}: {issue}", "tools", tname)
         skill.schema = declared
+    if "preview" in tool and kind != "exec":
+        raise fail(f"{where}.preview needs an exec: tool", "tools", tname)
     if kind == "builtin":
         if declared_slots:
             raise fail(
@@ -383,6 +387,12 @@ def _tool(
             skill.credentials = parse_slots(declared_slots, tuple(env_allow))
         except SlotError as exc:
             raise fail(f"metadata.requires.credentials: {exc}", "metadata", tname) from None
+        try:
+            skill.preview = parse_preview(
+                tool.get("preview"), main=skill.target, skill_timeout=skill.timeout_seconds
+            )
+        except PreviewProblem as exc:
+            raise fail(f"{where}.{exc}", "tools", tname) from None
     else:
         raise fail(f"{where}.impl kind {kind!r} is not builtin or exec", "tools", tname)
     issue = scope_problem(skill.scope, skill.schema, skill.kind)

@@ -57,7 +57,9 @@ def test_a_dry_run_prints_the_summary_and_leaves_the_data_dir_as_it_was(
     assert lines[0].startswith(f"pack ops-basics@{OPS['version']}: Read-only first look")
     assert f"digest {OPS['digest']}" in lines
     assert f"signer {OPS['signer']} (trusted)" in lines
-    assert any(line.split() == ["listening_sockets", "safe", "manager", "subprocess"] for line in lines)
+    assert any(
+        line.split() == ["listening_sockets", "safe", "manager", "subprocess"] for line in lines
+    )
     assert any(line.split() == ["oncall", "read-only"] for line in lines)
     assert lines[-1] == "dry run: nothing changed (not installed)"
     assert as_json.returncode == 0, as_json.stderr
