@@ -266,7 +266,8 @@ def test_disk_cleaner_names_hostile_files_it_would_delete_as_plain_json(tmp_path
     assert proc.returncode == 0, proc.stderr
     named = sorted(json.loads(proc.stdout)["would_delete"])
     assert named == sorted(
-        str(root / n) for n in ('quo"te\\back', "new?line", "??moji")  # é is two bytes
+        str(root / n)
+        for n in ('quo"te\\back', "new?line", "??moji")  # é is two bytes
     )
 
 
