@@ -156,7 +156,8 @@ class Calls:
         self, execution: Execution, skill: Skill, done: Callable[[Execution], object]
     ) -> None:
         spec = skill.preview
-        assert spec is not None, f"{skill.name} declares no preview"
+        # A host skill's preview would run on its host, which knows no preview: never sent.
+        assert spec is not None and skill.placement is None, f"no preview of {skill.name} here"
         dry = dataclasses.replace(
             skill,
             skill_class=SkillClass.SAFE,

@@ -257,9 +257,10 @@ class Manager:
                     self._audit_refusal(principal, name, persona, exc)
                     raise
                 execution.args, preview = prepared.args, prepared.preview
-            if skill.preview is not None:  # its dry run starts with the request (SPEC §20)
-                timeout = skill.preview.timeout_seconds
-                preview = {**(preview or {}), "run": previewing(self.clock(), timeout)}
+            # Its dry run starts with the request (SPEC §20), here: never sent to a host.
+            plan = skill.preview if skill.placement is None else None
+            if plan is not None:
+                preview = {**(preview or {}), "run": previewing(self.clock(), plan.timeout_seconds)}
             requested = self.desk.request(
                 execution,
                 skill,
@@ -272,7 +273,7 @@ class Manager:
                 preview=preview,
             )
             approval_id = requested.approval_id
-            if skill.preview is not None and approval_id is not None:
+            if plan is not None and approval_id is not None:
                 attach = self.desk.previews.attach
                 self.calls.preview(requested, skill, lambda run: attach(approval_id, run))
             return requested
