@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from ongrid_skills.settings import Settings
-from tests.support.server import Server, make_settings
+from ongrid_skills.store import open_store
+from tests.support.server import Server, make_settings, running_app
 from tests.support.skills import MakeSkill, write_exec
 from tests.support.waiting import wait_for
 
@@ -42,6 +43,20 @@ exit 3
 SLOW_PLAN = """#!/bin/sh
 cat >/dev/null
 exec sleep 30
+"""
+TOKEN = "tok_preview-5a6b7c-LIVE"
+SLOT = {
+    "slot": "api",
+    "fields": ["token"],
+    "inject": {
+        "env": {"API_TOKEN": "{{token}}"},
+        "files": [{"path": "token", "content": "{{token}}"}],
+    },
+}
+# A preview entry that uses the call's credential, and prints it (masked before anyone sees it).
+TOKEN_PLAN = """#!/bin/sh
+cat >/dev/null
+printf '{"would_use": "%s", "file": "%s"}\\n' "$API_TOKEN" "$(cat "$CREDENTIALS_DIRECTORY/token")"
 """
 SCHEMA = {
     "type": "object",
@@ -77,7 +92,16 @@ def folders(make_skill: MakeSkill) -> dict[str, Path]:
             preview={"entry": "plan.sh", "timeout_seconds": 1},
             **{"class": "mutating"},
         ),
+        "use_token": make_skill(
+            "use_token",
+            SKILL,
+            schema=SCHEMA,
+            credentials=[SLOT],
+            preview={"entry": "plan.sh"},
+            **{"class": "mutating"},
+        ),
     }
+    write_exec(made["use_token"], "plan.sh", TOKEN_PLAN)
     write_exec(made["drop_table"], "plan.sh", PLAN)
     write_exec(made["flaky"], "plan.sh", FAILING_PLAN)
     write_exec(made["slow"], "plan.sh", SLOW_PLAN)
@@ -200,3 +224,42 @@ def test_each_request_gets_its_own_preview(server: Server) -> None:
     assert json.loads(second_run["result"]) == {"would_drop": {"target": "invoices"}}
     again = previewed(server, first["approval_id"])["preview"]["run"]
     assert again == first_run  # the first request's preview is bound to it, untouched
+
+
+def test_a_preview_is_given_the_calls_credentials_and_what_it_prints_of_them_is_masked(
+    server: Server,
+) -> None:
+    made = server.call(
+        "POST", "/v1/credentials", "admin", json={"name": "ops", "values": {"token": TOKEN}}
+    )
+    assert made.status_code == 201, made.text
+    bind = {"slot": "api", "skill": "use_token"}
+    assert server.call("POST", "/v1/credentials/ops/bind", "admin", json=bind).status_code == 200
+    pending = request(server, "use_token", {"target": "vault"})
+
+    body = previewed(server, pending["approval_id"])
+
+    assert body["credentials"] == {"api": "ops"}
+    run = body["preview"]["run"]
+    assert run["status"] == "done", run
+    assert json.loads(run["result"]) == {"would_use": "***", "file": "***"}
+    assert TOKEN not in json.dumps(body)
+    audit = server.store.audit.entries(action="approval.previewed", subject=body["id"])
+    assert audit and TOKEN not in json.dumps(audit)
+
+
+def test_a_preview_cut_by_a_shutdown_is_shown_failed_and_the_request_stays_pending(
+    server_settings: Settings,
+) -> None:
+    with running_app(server_settings) as app:
+        pending = request(app, "slow", {"target": "db-04"})
+        store = open_store(server_settings.data_dir)
+    try:  # the app has stopped: what it recorded
+        approval = store.approvals.get(pending["approval_id"])
+    finally:
+        store.close()
+    assert approval is not None and approval.preview is not None
+    run = approval.preview["run"]
+    assert run["status"] == "failed" and run["outcome"] == "interrupted"
+    assert run["error"]["code"] == "interrupted"
+    assert approval.status == "pending"
