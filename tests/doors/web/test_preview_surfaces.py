@@ -23,7 +23,7 @@ from ongrid_skills.doors.cli.main import cli
 from ongrid_skills.notify.messages import PREVIEW_RESULT_CHARS
 from tests.support.agent import MODEL
 from tests.support.browser import Console, PageGuard, console_server, login, watched_page
-from tests.support.llm import API_KEY, FakeLLM, Reply
+from tests.support.llm import API_KEY, FakeLLM, Reply, call
 from tests.support.skills import write_exec, write_persona, write_skill
 from tests.support.waiting import wait_for
 from tests.support.webhooks import Receiver, receiving
@@ -179,6 +179,30 @@ def test_a_failed_preview_says_so_on_the_request_page_and_the_request_stands(
     assert "Preview failed (exit_status): exit status 4." in page.text
     assert "The request stands as it is: decide without it." in page.text
     assert "no inventory" in page.text  # its stderr, as the skill said it
+
+
+def test_the_chat_card_shows_the_preview_of_the_runs_request(
+    console: Console, fake: FakeLLM
+) -> None:
+    fake.add(Reply("Purging.", [call("purge_queue", {})]))
+    started = console.rest(
+        "POST", "/v1/agent/runs", "olga", json={"persona": "responder", "message": "purge it"}
+    )
+    assert started.status_code == 202, started.text
+    run_id = started.json()["id"]
+
+    def asked() -> str | None:
+        items = console.rest("GET", "/v1/approvals?status=pending", "vera").json()["items"]
+        mine = [a["id"] for a in items if a["requested_by"] == f"agent:{run_id}"]
+        return mine[0] if mine else None
+
+    approval_id = wait_for(asked, "the run's request")
+    previewed(console, approval_id)
+    with console.logged_in("olga") as client:
+        card = client.get(f"/chat/{run_id}/approvals/{approval_id}")
+    assert card.status_code == 200, card.text
+    assert "Preview failed (exit_status): exit status 4." in card.text
+    assert f'data-approval="{approval_id}"' in card.text
 
 
 def test_the_inbox_card_shows_the_preview_when_it_lands_live(
