@@ -178,6 +178,9 @@ class Calls:
                 run.status = Status.INVALID_ARGS
                 listed = "; ".join(f"{v.pointer or '/'}: {v.message}" for v in violations[:5])
                 run.error = ErrorInfo("invalid_args", f"the preview's args are invalid: {listed}")
+            elif dry.target is not None and dry.target.changed_on_disk():
+                run.status = Status.FAILED  # the request binds the file as loaded: not run
+                run.error = ErrorInfo("skill_changed", f"{dry.target.entry} changed since load")
             else:
                 async with self.slots:
                     await self._launch(self.prepare(run, dry), lambda _event: None)

@@ -101,6 +101,10 @@ def folders(make_skill: MakeSkill) -> dict[str, Path]:
             **{"class": "mutating"},
         ),
     }
+    made["edited"] = make_skill(
+        "edited", SKILL, schema=SCHEMA, preview={"entry": "plan.sh"}, **{"class": "mutating"}
+    )
+    write_exec(made["edited"], "plan.sh", PLAN)
     write_exec(made["use_token"], "plan.sh", TOKEN_PLAN)
     write_exec(made["drop_table"], "plan.sh", PLAN)
     write_exec(made["flaky"], "plan.sh", FAILING_PLAN)
@@ -263,3 +267,17 @@ def test_a_preview_cut_by_a_shutdown_is_shown_failed_and_the_request_stays_pendi
     assert run["status"] == "failed" and run["outcome"] == "interrupted"
     assert run["error"]["code"] == "interrupted"
     assert approval.status == "pending"
+
+
+def test_a_preview_entry_rewritten_since_load_is_not_run(
+    server: Server, folders: dict[str, Path]
+) -> None:
+    plan = folders["edited"] / "plan.sh"
+    plan.write_text("#!/bin/sh\ntouch swapped\necho '{}'\n")  # after the load
+
+    pending = request(server, "edited", {"target": "db-05"})
+    run = previewed(server, pending["approval_id"])["preview"]["run"]
+
+    assert run["status"] == "failed"
+    assert run["error"] == {"code": "skill_changed", "message": f"{plan} changed since load"}
+    assert not (folders["edited"] / "swapped").exists()
