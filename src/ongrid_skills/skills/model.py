@@ -6,7 +6,7 @@ import hashlib
 import json
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jsonschema_rs
 
@@ -15,9 +15,6 @@ from ongrid_skills.paths import Fingerprint, content_digest, fingerprint
 from ongrid_skills.skills.credential_slots import CredentialSlot
 from ongrid_skills.skills.schemas import EMPTY_OBJECT_SCHEMA, validate_args, validator_for
 from ongrid_skills.types import DEFAULT_TIMEOUT_SECONDS, SkillClass
-
-if TYPE_CHECKING:
-    from ongrid_skills.skills.preview_spec import PreviewSpec
 
 #: Where a skill runs (SPEC §17): on the manager (the default), or on the host an edge worker
 #: runs on (``host``; SKILL.md also says ``edge``). Without a fleet, a host skill runs locally.
@@ -102,6 +99,31 @@ class SpawnTarget:
         if self.fingerprint is None:
             return None
         return content_digest(self.entry, self.fingerprint)
+
+
+@dataclass(frozen=True, slots=True)
+class PreviewSpec:
+    """A skill's preview (SPEC §20), loaded by ``skills/preview_spec.py``: args merged over the
+    caller's, or another entry of its folder; its own timeout."""
+
+    timeout_seconds: int
+    args: dict[str, Any] | None = None
+    target: SpawnTarget | None = None
+
+    def merged(self, args: Any) -> Any:
+        """The args the preview runs with: ``args`` merged over the caller's (an object)."""
+        if self.args is None or not isinstance(args, dict):
+            return args
+        return {**args, **self.args}
+
+    def to_dict(self) -> dict[str, Any]:
+        """What the definition hash covers (the entry by path; its bytes are hashed apart)."""
+        return {
+            "args": self.args,
+            "entry": self.target.entry if self.target else None,
+            "fingerprint": list(self.target.fingerprint or ()) if self.target else None,
+            "timeout": self.timeout_seconds,
+        }
 
 
 @dataclass(slots=True, eq=False)

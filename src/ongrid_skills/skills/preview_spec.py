@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 from typing import Any
 
 from ongrid_skills.paths import check_entry
-from ongrid_skills.skills.model import SpawnTarget
+from ongrid_skills.skills.model import PreviewSpec, SpawnTarget
 from ongrid_skills.skills.schemas import json_problem, json_type
 
 #: A preview's timeout when its manifest does not say (capped by the skill's own timeout).
@@ -27,30 +26,6 @@ PREVIEW_KEYS = ("args", "entry", "timeout_seconds")
 
 class PreviewProblem(ValueError):
     """Why a declared preview cannot be loaded (the message names the key)."""
-
-
-@dataclass(frozen=True, slots=True)
-class PreviewSpec:
-    """A loaded preview: args merged over the caller's, or another entry; its own timeout."""
-
-    timeout_seconds: int
-    args: dict[str, Any] | None = None
-    target: SpawnTarget | None = None
-
-    def merged(self, args: Any) -> Any:
-        """The args the preview runs with: ``args`` merged over the caller's (an object)."""
-        if self.args is None or not isinstance(args, dict):
-            return args
-        return {**args, **self.args}
-
-    def to_dict(self) -> dict[str, Any]:
-        """What the definition hash covers (the entry by path; its bytes are hashed apart)."""
-        return {
-            "args": self.args,
-            "entry": self.target.entry if self.target else None,
-            "fingerprint": list(self.target.fingerprint or ()) if self.target else None,
-            "timeout": self.timeout_seconds,
-        }
 
 
 def parse_preview(raw: Any, *, main: SpawnTarget, skill_timeout: int) -> PreviewSpec | None:
