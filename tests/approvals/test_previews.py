@@ -118,8 +118,11 @@ def server_skills(folders: dict[str, Path]) -> dict[str, Path]:
 
 
 @pytest.fixture
-def server_settings(tmp_path: Path, skills_root: Path, server_skills: Any) -> Settings:
-    return make_settings(tmp_path, skills_root)
+def server_settings(
+    tmp_path: Path, skills_root: Path, server_skills: Any, database_url: str | None
+) -> Settings:
+    """On both engines: the embedded SQLite store, then PostgreSQL."""
+    return make_settings(tmp_path, skills_root, database_url=database_url)
 
 
 def request(server: Server, skill: str, args: dict[str, Any], who: str = "olga") -> dict[str, Any]:
@@ -257,7 +260,7 @@ def test_a_preview_cut_by_a_shutdown_is_shown_failed_and_the_request_stays_pendi
 ) -> None:
     with running_app(server_settings) as app:
         pending = request(app, "slow", {"target": "db-04"})
-        store = open_store(server_settings.data_dir)
+        store = open_store(server_settings.data_dir, server_settings.database_url)
     try:  # the app has stopped: what it recorded
         approval = store.approvals.get(pending["approval_id"])
     finally:
