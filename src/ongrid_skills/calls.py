@@ -8,13 +8,16 @@ kept live in the hub and persisted in batches. A cancelled call (or one cut by a
 ``cancelled`` (``interrupted``) and is recorded like any other.
 
 :meth:`Calls.prepare` builds what the runner receives for one call (:class:`Launch`): the one
-place where per-call preparation plugs in.
+place where per-call preparation plugs in. A request's preview (SPEC §20) goes the same way
+(:meth:`Calls.preview`): a safe call of the skill's dry run, prepared and launched like the real
+call (same credentials, same confinement), with its own timeout, never recorded as a call.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -37,6 +40,7 @@ from ongrid_skills.skills.model import Skill
 from ongrid_skills.skills.persona import Persona
 from ongrid_skills.skills.registry import Registry
 from ongrid_skills.store import Store
+from ongrid_skills.types import SkillClass
 
 if TYPE_CHECKING:  # the NATS client is imported only when a fleet is configured
     from ongrid_skills.fleet.dispatch import Fleet
@@ -102,6 +106,8 @@ class Calls:
         self._entered: set[str] = set()  # tasks whose coroutine has started
         #: Set when the manager shuts down: a call cut then ends interrupted, not cancelled.
         self.closing = False
+        #: The previews of requests running in this process (cancelled when it stops).
+        self.previewing: set[asyncio.Task[None]] = set()
 
     def start(
         self, execution: Execution, skill: Skill, on_event: EventSink | None = None
@@ -132,6 +138,60 @@ class Calls:
         persona = registry.personas.get(execution.persona or "")
         fleet = self.fleet() if skill.placement is not None else None
         return Launch(skill, execution, registry, persona, self.reach, fleet)
+
+    def preview(
+        self, execution: Execution, skill: Skill, done: Callable[[Execution], object]
+    ) -> asyncio.Task[None]:
+        """Run the preview of the call ``execution`` waits to have approved, now, in the
+        background; ``done`` is given its outcome (an Execution never stored: a preview is no
+        call). It runs as a safe call of ``skill``'s dry run (its args merged over the
+        caller's, or its preview entry) with the call's credentials, through :meth:`prepare`
+        and the launch of every call, in a slot, within the preview's own timeout."""
+        task = asyncio.get_running_loop().create_task(self._preview(execution, skill, done))
+        self.previewing.add(task)
+        task.add_done_callback(self.previewing.discard)
+        return task
+
+    async def _preview(
+        self, execution: Execution, skill: Skill, done: Callable[[Execution], object]
+    ) -> None:
+        spec = skill.preview
+        # A host skill's preview would run on its host, which knows no preview: never sent.
+        assert spec is not None and skill.placement is None, f"no preview of {skill.name} here"
+        dry = dataclasses.replace(
+            skill,
+            skill_class=SkillClass.SAFE,
+            target=spec.target or skill.target,
+            timeout_seconds=spec.timeout_seconds,
+            preview=None,
+        )
+        run = Execution(
+            skill=skill.name,
+            args=spec.merged(execution.args),
+            persona=execution.persona,
+            requested_by=execution.requested_by,
+        )
+        run.credentials = execution.credentials  # the credentials the request binds
+        violations = dry.validate(run.args)
+        try:
+            if violations:
+                run.status = Status.INVALID_ARGS
+                listed = "; ".join(f"{v.pointer or '/'}: {v.message}" for v in violations[:5])
+                run.error = ErrorInfo("invalid_args", f"the preview's args are invalid: {listed}")
+            elif dry.target is not None and dry.target.changed_on_disk():
+                run.status = Status.FAILED  # the request binds the file as loaded: not run
+                run.error = ErrorInfo("skill_changed", f"{dry.target.entry} changed since load")
+            else:
+                async with self.slots:
+                    await self._launch(self.prepare(run, dry), lambda _event: None)
+        except asyncio.CancelledError:
+            self._cancelled(run, lambda _event: None, "the preview was cancelled")
+            raise
+        finally:
+            try:
+                done(run)
+            except Exception:
+                LOG.exception("the preview of %s could not be recorded", execution.id)
 
     async def _launch(self, launch: Launch, emit: EventSink) -> None:
         if launch.fleet is not None:
@@ -308,8 +368,8 @@ class Calls:
     async def stop(self) -> None:
         """Cancel every call still running and wait for each to be recorded (with ``closing``
         set, they end interrupted)."""
-        for task in list(self.tasks.values()):
+        for task in [*self.tasks.values(), *self.previewing]:
             task.cancel()
-        for task in list(self.tasks.values()):
+        for task in [*self.tasks.values(), *self.previewing]:
             with contextlib.suppress(BaseException):
                 await task

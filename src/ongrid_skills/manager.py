@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 from ongrid_skills.approvals.desk import ApprovalDesk
+from ongrid_skills.approvals.previews import previewing
 from ongrid_skills.builtins.base import Reach, ToolPorts, request_hook
 from ongrid_skills.calls import Calls
 from ongrid_skills.credentials.service import Credentials, open_credentials
@@ -188,6 +189,8 @@ class Manager:
         if swept:
             LOG.info("removed the credential folders of %d process(es) no longer running", swept)
         await self.desk.recover()
+        if self.replica is None:  # previews a previous run of this manager left running
+            self.desk.previews.abandoned()
         if self.replica is not None:
             self.replica.start()
 
@@ -262,7 +265,11 @@ class Manager:
                     self._audit_refusal(principal, name, persona, exc)
                     raise
                 execution.args, preview = prepared.args, prepared.preview
-            return self.desk.request(
+            # Its dry run starts with the request (SPEC §20), here: never sent to a host.
+            plan = skill.preview if skill.placement is None else None
+            if plan is not None:
+                preview = {**(preview or {}), "run": previewing(self.clock(), plan.timeout_seconds)}
+            requested = self.desk.request(
                 execution,
                 skill,
                 who,
@@ -274,6 +281,11 @@ class Manager:
                 preview=preview,
                 context=context,
             )
+            approval_id = requested.approval_id
+            if plan is not None and approval_id is not None:
+                attach = self.desk.previews.attach
+                self.calls.preview(requested, skill, lambda run: attach(approval_id, run))
+            return requested
         capacity = self.settings.max_concurrent_executions + self.settings.execution_queue_size
         if self.running + self.waiting >= capacity:
             self.metrics.rejected_busy()

@@ -155,6 +155,7 @@ def test_every_manifest_is_complete_and_its_entry_is_a_self_contained_executable
         "timeout_seconds",
         "class",
         "category",
+        "preview",
     }
 
     schema = m["schema"]
@@ -244,6 +245,30 @@ def test_disk_cleaner_dry_run_reports_but_keeps_stale_files(cli, cache_dir: Path
     assert result["freed_bytes"] == 100 + 250 + 4000
     assert result["files_deleted"] == 3
     assert sorted(p for p in cache_dir.rglob("*")) == before
+
+
+def test_disk_cleaner_previews_its_requests_by_a_dry_run_naming_the_files_it_would_delete(
+    cli, cache_dir: Path
+) -> None:
+    assert manifest("disk-cleaner")["preview"] == {"args": {"dry_run": True}, "timeout_seconds": 30}
+    before = sorted(p for p in cache_dir.rglob("*"))
+    result = result_of(cli("disk_cleaner", {"path": str(cache_dir)}))
+    stale = ["old.log", "build/objs/stale.o", "build/ancient.tar"]
+    assert sorted(result["would_delete"]) == sorted(str(cache_dir / name) for name in stale)
+    assert sorted(p for p in cache_dir.rglob("*")) == before
+
+
+def test_disk_cleaner_names_hostile_files_it_would_delete_as_plain_json(tmp_path: Path) -> None:
+    root = tmp_path / "cache"
+    for name in ('quo"te\\back', "new\nline", "émoji"):
+        make_file(root / name, 3, days_old=30)
+    proc = run_entry("disk-cleaner", {"path": str(root)})
+    assert proc.returncode == 0, proc.stderr
+    named = sorted(json.loads(proc.stdout)["would_delete"])
+    assert named == sorted(
+        str(root / n)
+        for n in ('quo"te\\back', "new?line", "??moji")  # é is two bytes
+    )
 
 
 def test_disk_cleaner_deletes_only_stale_regular_files(cli, cache_dir: Path) -> None:
@@ -550,6 +575,34 @@ def sleeper() -> Iterator[subprocess.Popen[bytes]]:
     if proc.poll() is None:
         proc.kill()
         proc.wait()
+
+
+def test_process_signals_preview_says_who_would_get_which_signal_and_sends_nothing(
+    sleeper,
+) -> None:
+    assert manifest("process-signal")["preview"] == {"entry": "plan.py", "timeout_seconds": 5}
+    plan = EXAMPLE_SKILLS / "process-signal" / "plan.py"
+    proc = subprocess.run(
+        [str(plan)],
+        input=json.dumps({"pid": sleeper.pid, "signal": "KILL"}),
+        capture_output=True,
+        text=True,
+        cwd=plan.parent,
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+        timeout=30,
+    )
+    assert proc.returncode == 0, proc.stderr
+    said = json.loads(proc.stdout)
+    assert said == {
+        "would_send": "SIGKILL",
+        "pid": sleeper.pid,
+        "exists": True,
+        "name": "sleep",
+        "cmdline": "sleep 300",
+        "user": os.getuid(),
+    }
+    assert sleeper.poll() is None  # nothing was sent
+    assert not (plan.parent / "__pycache__").exists()  # the folder stays as shipped
 
 
 @pytest.mark.parametrize("name", ["TERM", "KILL", "HUP", "INT"])

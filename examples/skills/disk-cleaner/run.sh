@@ -127,6 +127,17 @@ fi
 # --- the work ------------------------------------------------------------------------------
 now=$(date +%s) || fail 1 "cannot read the clock"
 cutoff=$((now - days * 86400))
+
+# A dry run also names the first SAMPLE files it would delete (what an approval's preview
+# shows): control and non-ASCII bytes as '?', so that every name is one line of plain JSON.
+SAMPLE=20
+sample='[]'
+if [ "$dry_run" = true ]; then
+    sample=$(find "$root" -xdev -type f ! -newermt "@$cutoff" -printf '%p\0' 2>/dev/null |
+        head -z -n "$SAMPLE" | tr '\001-\037\177-\377' '?' | tr '\0' '\n' | awk '
+        { gsub(/\\/, "\\\\\\\\"); gsub(/"/, "\\\""); out = out (NR > 1 ? ", " : "") "\"" $0 "\"" }
+        END { printf "[%s]", out }')
+fi
 if [ "$dry_run" = true ]; then
     mode='dry run, nothing is deleted'
     action=
@@ -144,7 +155,7 @@ printf '%s: scanning %s for regular files older than %s days (%s)\n' \
     # shellcheck disable=SC2086  # $action is empty or the single word -delete
     find "$root" -xdev -type f ! -newermt "@$cutoff" $action -printf 'F %s\n' \
         2>&1 1>&3 3>&- | sed 's/^/E /' 1>&3 3>&-
-} 3>&1 | awk -v skill="$SKILL" -v dry="$dry_run" -v days="$days" '
+} 3>&1 | SAMPLE_JSON=$sample awk -v skill="$SKILL" -v dry="$dry_run" -v days="$days" '
     function progress(when) {
         printf "{\"progress\": %d, \"message\": \"%d files, %.0f bytes %s %s\"}\n", \
             files, files, bytes, (dry == "true" ? "would be freed" : "freed"), when \
@@ -161,6 +172,8 @@ printf '%s: scanning %s for regular files older than %s days (%s)\n' \
     END {
         progress("in total")
         printf "{\"freed_bytes\": %.0f, \"files_deleted\": %d, \"dry_run\": %s, " \
-            "\"older_than_days\": %d, \"errors\": %d}\n", bytes, files, dry, days, errors
+            "\"older_than_days\": %d, \"errors\": %d", bytes, files, dry, days, errors
+        if (dry == "true") printf ", \"would_delete\": %s", ENVIRON["SAMPLE_JSON"]
+        printf "}\n"
     }
 '

@@ -6,9 +6,11 @@ returns at once: nothing waits on it, and a human may sign before it answers. A 
 model call, offered no tools (the reviewer judges, it never acts), bounded by
 ``ONGRID_REVIEWER_TIMEOUT``; what it reads is the skill's definition (description, class, input
 schema), the frozen args (secret-looking values masked), the asking agent run's last messages
-(already masked where a credential's value showed) and, once SPEC §20 lands, the preview
-(:func:`preview_section` is the seam). The opinion is masked like any text that may carry a
-secret (:func:`~ongrid_skills.builtins.redact.redact`) and cut to :data:`OPINION_CHARS`.
+(already masked where a credential's value showed) and the request's preview (SPEC §20,
+:func:`preview_section`; a request whose preview runs is reviewed once it has ended, on
+``previewed``, so that the reviewer reads what the call would do). The opinion is masked like
+any text that may carry a secret (:func:`~ongrid_skills.builtins.redact.redact`) and cut to
+:data:`OPINION_CHARS`.
 
 What the opinion does is the desk's (:mod:`ongrid_skills.approvals.opinions`): advice, or, with
 ``ONGRID_REVIEWER_CONFIRMS_MUTATING``, the one confirmation of a mutating call; never a signature
@@ -33,6 +35,7 @@ from ongrid_skills.agent.providers import ProviderConfig, ProviderFactory
 from ongrid_skills.agent.runs import RunStore, StoredMessage
 from ongrid_skills.agent.transcript import UserText
 from ongrid_skills.approvals.opinions import REVIEWED
+from ongrid_skills.approvals.previews import preview_text
 from ongrid_skills.builtins.redact import mask_secrets, redact
 from ongrid_skills.errors import SkillError
 from ongrid_skills.manager import Manager
@@ -49,6 +52,7 @@ MESSAGE_CHARS = 1500
 #: How much of the frozen args and of the input schema it reads.
 ARGS_CHARS = 6000
 SCHEMA_CHARS = 4000
+PREVIEW_CHARS = 6000
 #: The prefix of an agent run's principal (``agent:<run id>``).
 AGENT_PREFIX = "agent:"
 #: The last line of an opinion: its decision (bold or code marks around it are ignored).
@@ -80,10 +84,17 @@ def bounded(text: str, limit: int) -> str:
 
 
 def preview_section(approval: Approval) -> str | None:
-    """What the request's preview says would happen (SPEC §20), when it has one. The seam: no
-    preview is attached to requests yet, so there is nothing to read."""
-    del approval
-    return None
+    """What the request's preview says would happen (SPEC §20), when it has one: its result
+    (masked by the runner, and again here), or why it failed."""
+    run = (approval.preview or {}).get("run")
+    if not isinstance(run, dict):
+        return None
+    return bounded(redact(preview_text(run)), PREVIEW_CHARS)
+
+
+def _previewing(approval: Approval) -> bool:
+    run = (approval.preview or {}).get("run")
+    return isinstance(run, dict) and run.get("status") == "running"
 
 
 def transcript_line(message: StoredMessage) -> str:
@@ -150,11 +161,14 @@ class Reviewer:
             self.m.desk.opinions.abandoned(STOPPED)
 
     def hear(self, event: ApprovalEvent) -> None:
-        """The desk's listener: a new mutating or dangerous request is reviewed, later."""
-        if self._closed or self._loop is None or event.kind != "requested":
+        """The desk's listener: a new mutating or dangerous request is reviewed, later; one
+        whose preview runs, once the preview has ended."""
+        if self._closed or self._loop is None or event.kind not in ("requested", "previewed"):
             return
         if event.approval.skill_class not in REVIEWED:
             return
+        if event.kind == "requested" and _previewing(event.approval):
+            return  # its preview runs: reviewed when it has ended (``previewed``)
         if threading.get_ident() != self._thread:
             with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
                 self._loop.call_soon_threadsafe(self._schedule, event.approval.id)

@@ -29,6 +29,7 @@ from ongrid_skills.approvals.checks import Checks
 from ongrid_skills.approvals.ledger import Ledger
 from ongrid_skills.approvals.lifecycle import Lifecycle
 from ongrid_skills.approvals.opinions import Opinions
+from ongrid_skills.approvals.previews import Previews
 from ongrid_skills.approvals.runs import Runs
 from ongrid_skills.errors import Conflict, Forbidden, NotFound
 from ongrid_skills.execution.records import Event, Execution, Status, new_id
@@ -87,6 +88,8 @@ class ApprovalDesk:
         self.opinions = Opinions(
             store, metrics, self.ledger, self.checks, self.lifecycle, clock=clock
         )
+        #: The previews of requests (SPEC §20): recorded, shown, never a decision.
+        self.previews = Previews(store, self.ledger, clock=clock)
 
     # ---- requests ------------------------------------------------------------------------
     def request(
@@ -104,8 +107,9 @@ class ApprovalDesk:
         context: dict[str, Any] | None = None,
     ) -> Execution:
         """Open a request for a call the gate answered ``approve``; it waits as pending_approval.
-        ``preview``: what its card shows signers besides the args (install_skill's summary);
-        ``context``: what started the call, shown to the signers with it (a trigger's alert)."""
+        ``preview``: what its card shows signers besides the args (install_skill's ``pack``
+        summary; ``run``, the skill's own preview, running: see :mod:`.previews`); ``context``:
+        what started the call, shown to the signers with it (a trigger's alert)."""
         now = self.clock()
         approval = Approval(
             id=new_id(),

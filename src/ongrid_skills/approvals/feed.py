@@ -1,11 +1,12 @@
 """The live feed of approval requests: each change the desk makes, fanned out to listeners.
 
 The desk tells the feed (:meth:`ApprovalFeed.hear`) what happened to a request (``requested``,
-``signed``, ``approved``, ``rejected``, ``expired``, ``cancelled``, ``void``, and ``reviewed``
-when the reviewer's opinion is attached) once the transaction
-that did it committed, with the request read back (``tell`` reads it itself, by id); the feed
-hands its body, as ``GET /v1/approvals/{id}`` shows it, to every listener (the inbox streams).
-Nobody listening costs nothing: the desk reads the request back only when someone listens.
+``signed``, ``approved``, ``rejected``, ``expired``, ``cancelled``, ``void``, ``reviewed``
+when the reviewer's opinion is attached, ``previewed`` when the request's preview ended) once
+the transaction that did it committed, with the request read back (``tell`` reads it itself,
+by id); the feed hands its body, as ``GET /v1/approvals/{id}`` shows it, to every listener
+(the inbox streams). Nobody listening costs nothing: the desk reads the request back only
+when someone listens.
 
 A listener holds at most :data:`BACKLOG` undelivered events. One that falls further behind (a
 client that stopped reading) is marked lost and its stream ends, rather than growing without
@@ -27,7 +28,17 @@ from ongrid_skills.notify.events import ApprovalEvent
 
 #: What the desk tells: the event types of the stream, one per change of a request.
 KINDS = frozenset(
-    {"requested", "signed", "approved", "rejected", "expired", "cancelled", "void", "reviewed"}
+    {
+        "requested",
+        "signed",
+        "approved",
+        "rejected",
+        "expired",
+        "cancelled",
+        "void",
+        "reviewed",
+        "previewed",
+    }
 )
 #: Undelivered events a listener may hold before it is dropped.
 BACKLOG = 1000

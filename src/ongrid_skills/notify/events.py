@@ -19,6 +19,7 @@ LOG = logging.getLogger("ongrid_skills.notify")
 
 #: The kinds, named after the audit actions of the desk (``approval.<kind>``).
 #: ``reviewed``: the reviewer's opinion (or its failure) was attached (``approval.reviewed``).
+#: ``previewed``: the request's preview ended, its result or failure attached (SPEC §20).
 KINDS = (
     "requested",
     "signed",
@@ -28,6 +29,7 @@ KINDS = (
     "void",
     "cancelled",
     "reviewed",
+    "previewed",
 )
 
 

@@ -5,7 +5,8 @@ and up to ten fields) and uses ``text`` for the notification itself; Mattermost 
 ``blocks`` and shows ``text``, which therefore says everything that matters on its own: what
 happened, the skill and its class, who asked, the signatures so far, and the link to the request's
 page, ``<public URL>/approvals/<id>``. The reviewer's opinion, when there is one, is a field of the
-section, cut to :data:`NOTE_CHARS`.
+section, cut to :data:`NOTE_CHARS`; so is the skill's preview (SPEC §20: what the call would do,
+or that its preview failed), cut to :data:`PREVIEW_RESULT_CHARS` and masked again.
 
 Values that people typed (comments, reasons, args) reach the section only, escaped for mrkdwn
 (``&``, ``<``, ``>``: no link, mention or ``<!channel>`` can be forged) and cut short; the args are
@@ -31,6 +32,8 @@ PREVIEW_CHARS = 200
 NOTE_CHARS = 300
 #: At most this many characters of the pack line of an install_skill request.
 PACK_CHARS = 800
+#: At most this many characters of a request's preview (its dry run's result, or its failure).
+PREVIEW_RESULT_CHARS = 500
 
 _TITLES = {
     "requested": "Approval requested",
@@ -41,6 +44,7 @@ _TITLES = {
     "void": "Approval void",
     "cancelled": "Approval cancelled by {actor}",
     "reviewed": "Reviewed by {actor}",
+    "previewed": "Preview ready",
 }
 _NOTE_LABELS = {"signed": "Comment", "approved": "Comment"}  # else the reason it ended
 
@@ -88,7 +92,10 @@ def message(event: ApprovalEvent, public_url: str) -> dict[str, Any]:
     pack = (approval.preview or {}).get("pack")
     if isinstance(pack, dict):  # install_skill: what the pack brings, as checked at request time
         fields.append(("Pack", _mrkdwn(pack_line(pack))))
-    if event.note:
+    run = (approval.preview or {}).get("run")
+    if isinstance(run, dict):  # the skill's dry run: what the call would do (the card has it all)
+        fields.append(("Preview", f"```{_code(preview_line(run))}```"))
+    if event.note and event.kind != "previewed":  # a preview's note is its field above
         label = _NOTE_LABELS.get(event.kind, "Reason")
         fields.append((label, _mrkdwn(_cut(" ".join(event.note.split()), NOTE_CHARS))))
     section = {
@@ -111,6 +118,17 @@ def review_line(review: Review) -> str:
         head = f"{review.persona}: {review.note or 'no opinion'}"
     opinion = " ".join(redact(review.opinion or "").split())
     return _cut(f"{head}: {opinion}" if opinion else head, NOTE_CHARS)
+
+
+def preview_line(run: dict[str, Any]) -> str:
+    """A request's preview, short: running, its result (masked again, one line), or failed."""
+    if run.get("status") == "running":
+        return "running"
+    if run.get("status") == "done":
+        return _cut(" ".join(redact(str(run.get("result") or "")).split()), PREVIEW_RESULT_CHARS)
+    error = run.get("error") or {}
+    said = redact(f"failed ({error.get('code')}): {error.get('message')}")
+    return _cut(" ".join(said.split()), PREVIEW_RESULT_CHARS)
 
 
 def pack_line(pack: dict[str, Any]) -> str:

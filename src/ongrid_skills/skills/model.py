@@ -102,6 +102,31 @@ class SpawnTarget:
         return content_digest(self.entry, self.fingerprint)
 
 
+@dataclass(frozen=True, slots=True)
+class PreviewSpec:
+    """A skill's preview (SPEC §20), loaded by ``skills/preview_spec.py``: args merged over the
+    caller's, or another entry of its folder; its own timeout."""
+
+    timeout_seconds: int
+    args: dict[str, Any] | None = None
+    target: SpawnTarget | None = None
+
+    def merged(self, args: Any) -> Any:
+        """The args the preview runs with: ``args`` merged over the caller's (an object)."""
+        if self.args is None or not isinstance(args, dict):
+            return args
+        return {**args, **self.args}
+
+    def to_dict(self) -> dict[str, Any]:
+        """What the definition hash covers (the entry by path; its bytes are hashed apart)."""
+        return {
+            "args": self.args,
+            "entry": self.target.entry if self.target else None,
+            "fingerprint": list(self.target.fingerprint or ()) if self.target else None,
+            "timeout": self.timeout_seconds,
+        }
+
+
 @dataclass(slots=True, eq=False)
 class Skill:
     name: str
@@ -138,6 +163,8 @@ class Skill:
     unavailable_tools: tuple[tuple[str, str, str], ...] = ()
     # What the kernel lets a call of it touch (SPEC §20); None: the operator's default alone.
     sandbox: SandboxSpec | None = None
+    # How it runs itself without effect, for the signers of its requests (SPEC §20).
+    preview: PreviewSpec | None = None
     _validator: jsonschema_rs.Validator | None = None
     _load_hash: str | None = None
 
@@ -173,6 +200,8 @@ class Skill:
                 body["credentials"] = [slot.to_dict() for slot in self.credentials]
             if self.sandbox is not None:  # likewise: approvals bind what it may touch
                 body["sandbox"] = self.sandbox.to_dict()
+            if self.preview is not None:  # likewise: a skill without a preview keeps its hash
+                body["preview"] = self.preview.to_dict()
             raw = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
             self._load_hash = hashlib.sha256(raw).hexdigest()
         return self._load_hash
@@ -188,6 +217,9 @@ class Skill:
         if self.target is None:
             return self.load_hash
         content = self.target.content_digest()  # None: changed since load, or unreadable
+        plan = self.preview.target if self.preview is not None else None
+        if plan is not None:  # a preview entry's bytes are part of the definition too
+            content = f"{content}:{plan.content_digest()}"
         return hashlib.sha256(f"{self.load_hash}:{content}".encode()).hexdigest()
 
     def summary(self) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from ongrid_skills.paths import (
 )
 from ongrid_skills.skills.credential_slots import SlotError, parse_slots
 from ongrid_skills.skills.model import SCOPE_MANAGER, Skill, SpawnTarget, parse_scope, scope_problem
+from ongrid_skills.skills.preview_spec import PreviewProblem, parse_preview
 from ongrid_skills.skills.sandbox import SandboxProblem, parse_sandbox
 from ongrid_skills.skills.schemas import (
     EMPTY_OBJECT_SCHEMA,
@@ -58,6 +59,7 @@ KNOWN_FIELDS = (
     "scope",
     "credentials",
     "sandbox",
+    "preview",
 )
 
 
@@ -319,6 +321,20 @@ def build_skill(
         raise fail(f"sandbox {exc}", "sandbox") from None
 
     target, print_ = _resolve_entry(entry, loc, fail)
+    spawn = SpawnTarget(
+        entry=target,
+        root=loc.root,
+        folder=loc.folder,
+        env_allow=tuple(dict.fromkeys(env_allow)),
+        shown_root=loc.shown_root,
+        fingerprint=print_,
+    )
+    try:
+        preview = parse_preview(
+            obj.get("preview"), main=spawn, skill_timeout=timeout or default_timeout
+        )
+    except PreviewProblem as exc:
+        raise fail(str(exc), "preview") from None
     return Skill(
         name=name,
         description=description.strip(),
@@ -332,14 +348,8 @@ def build_skill(
         scope=scope,
         credentials=credentials,
         sandbox=sandbox,
-        target=SpawnTarget(
-            entry=target,
-            root=loc.root,
-            folder=loc.folder,
-            env_allow=tuple(dict.fromkeys(env_allow)),
-            shown_root=loc.shown_root,
-            fingerprint=print_,
-        ),
+        target=spawn,
+        preview=preview,
     )
 
 

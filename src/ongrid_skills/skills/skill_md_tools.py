@@ -18,6 +18,7 @@ from ongrid_skills.skills.credential_slots import SlotError, parse_slots
 from ongrid_skills.skills.impls import resolve
 from ongrid_skills.skills.model import Skill, SpawnTarget, scope_problem
 from ongrid_skills.skills.notices import CONFIRMATION_UNKNOWN, TOOL_KEY_IGNORED, Notice
+from ongrid_skills.skills.preview_spec import PreviewProblem, parse_preview
 from ongrid_skills.skills.sandbox import SandboxProblem, parse_sandbox
 from ongrid_skills.skills.schemas import schema_problem, signature_schema
 from ongrid_skills.skills.skill_json import NAME_RE
@@ -37,6 +38,7 @@ TOOL_KEYS = (
     "schema",
     "sandbox",
     "env_allow",
+    "preview",
 )
 
 
@@ -156,6 +158,8 @@ def build_tool(
         if issue is not None:
             raise fail(f"{where}: {issue}", "tools", tname)
         skill.schema = declared
+    if "preview" in tool and kind != "exec":
+        raise fail(f"{where}.preview needs an exec: tool", "tools", tname)
     if kind == "builtin":
         if tool.get("sandbox") is not None:
             raise fail(
@@ -209,6 +213,12 @@ def build_tool(
             skill.sandbox = parse_sandbox(tool.get("sandbox"))
         except SandboxProblem as exc:
             raise fail(f"{where}.sandbox: {exc}", "tools", tname) from None
+        try:
+            skill.preview = parse_preview(
+                tool.get("preview"), main=skill.target, skill_timeout=skill.timeout_seconds
+            )
+        except PreviewProblem as exc:
+            raise fail(f"{where}.{exc}", "tools", tname) from None
     else:
         raise fail(f"{where}.impl kind {kind!r} is not builtin or exec", "tools", tname)
     issue = scope_problem(skill.scope, skill.schema, skill.kind)

@@ -235,6 +235,27 @@ class ApprovalRepo:
         )
         return bool(result.rowcount)
 
+    def finish_preview(self, conn: Connection, approval_id: str, run: dict[str, Any]) -> bool:
+        """Record the finished preview of a request (``preview.run``) only if the one stored is
+        still running: of two writers, the first one stands. Other keys of ``preview`` (an
+        install_skill's ``pack``) are kept."""
+        query = select(_APPROVALS.c.preview).where(_APPROVALS.c.id == approval_id)
+        if self.db.dialect != "sqlite":
+            query = query.with_for_update()
+        found = conn.execute(query).first()
+        preview = found[0] if found is not None else None
+        if not isinstance(preview, dict):
+            return False
+        current = preview.get("run")
+        if not isinstance(current, dict) or current.get("status") != "running":
+            return False
+        conn.execute(
+            _APPROVALS.update()
+            .where(_APPROVALS.c.id == approval_id)
+            .values(preview={**preview, "run": run})
+        )
+        return True
+
     def reviewing_ids(self, conn: Connection) -> list[str]:
         """The requests whose review was claimed and never finished (a manager stopped)."""
         rows = conn.execute(

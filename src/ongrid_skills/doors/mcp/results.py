@@ -20,6 +20,7 @@ from ongrid_skills.doors.mcp.tools import GET_EXECUTION
 from ongrid_skills.errors import SkillError, UnknownSkill
 from ongrid_skills.execution.records import Execution, Status
 from ongrid_skills.manager import Manager
+from ongrid_skills.notify.messages import preview_line
 
 
 def _text(text: str) -> types.TextContent:
@@ -57,11 +58,12 @@ def execution_result(execution: Execution, manager: Manager) -> types.CallToolRe
 
 def _pending_result(execution: Execution, manager: Manager) -> types.CallToolResult:
     approval_id = execution.approval_id or ""
-    needed, collected, review = 1, 0, None
+    needed, collected, review, run = 1, 0, None, None
     with contextlib.suppress(SkillError):
         approval = manager.desk.get(approval_id)
         needed, collected = approval.signatures_required, len(approval.approvals)
         review = approval.review.to_dict() if approval.review else None
+        run = (approval.preview or {}).get("run")
     what = (
         "one human confirmation"
         if needed == 1
@@ -76,6 +78,10 @@ def _pending_result(execution: Execution, manager: Manager) -> types.CallToolRes
     if review is not None:  # the reviewer's opinion: advice to the humans who sign
         said = review["decision"] or review["note"] or "reading the request"
         sentence += f" The reviewer ({review['persona']}) says: {said}."
+    if isinstance(run, dict):  # the skill's dry run (SPEC §20): what the call would do
+        sentence += f" Its preview: {preview_line(run)}."
+    else:
+        run = None
     structured = {
         "status": "pending_approval",
         "approval_id": approval_id,
@@ -83,6 +89,7 @@ def _pending_result(execution: Execution, manager: Manager) -> types.CallToolRes
         "signatures_required": needed,
         "signatures_collected": collected,
         **({"review": review} if review is not None else {}),
+        **({"preview": run} if run is not None else {}),
     }
     return types.CallToolResult(
         content=[_text(execution.envelope()), _text(sentence)], structured_content=structured

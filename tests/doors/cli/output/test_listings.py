@@ -173,3 +173,23 @@ def test_an_install_skill_request_is_watched_with_its_pack_signer_and_skills() -
     assert line.endswith(
         "  pack=ops-basics@1.0.0 signer=SHA256:abc (trusted) skills: host_info (safe)"
     )
+
+
+def test_a_finished_preview_is_watched_with_what_it_said_or_why_it_failed() -> None:
+    request = {
+        "id": "a2",
+        "skill": "disk_cleaner",
+        "class": "mutating",
+        "signatures_collected": 0,
+        "signatures_required": 1,
+        "requested_by": "olga",
+        "args": {"path": "/var/cache/build"},
+        "preview": {"run": {"status": "done", "result": '{"files_deleted": 17}'}},
+    }
+    line = "".join(str(part) for part in approval_event("previewed", request))
+    assert line.endswith('  preview: {"files_deleted": 17}')
+
+    failed = {"status": "failed", "error": {"code": "timed_out", "message": "timed out after 5 s"}}
+    request["preview"] = {"run": failed}
+    line = "".join(str(part) for part in approval_event("previewed", request))
+    assert line.endswith("  preview failed (timed_out): timed out after 5 s")

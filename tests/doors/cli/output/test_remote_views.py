@@ -16,6 +16,7 @@ from tests.support.served import Served, serve_for_cli
 from tests.support.server import stop
 from tests.support.skills import write_skill
 from tests.support.terminal import ANSI, COLOUR, finish, in_terminal, piped, spawn
+from tests.support.waiting import wait_for
 
 GATED = """#!/bin/sh
 args=$(cat)
@@ -35,6 +36,10 @@ def write_skills(root: Path) -> None:
     write_skill(root, "gated", GATED, schema=SCHEMA)
     write_skill(root, "spaced", f"#!/bin/sh\ncat >/dev/null\necho '{SPACED}'\n")
     write_skill(root, "disk_clean", **{"class": "mutating"})
+    plan = '#!/bin/sh\ncat >/dev/null\necho \'{"would_free": 4096, "files": ["a.log"]}\'\n'
+    write_skill(
+        root, "planned_clean", plan, preview={"args": {"dry_run": True}}, **{"class": "mutating"}
+    )
 
 
 @pytest.fixture(scope="module")
@@ -162,3 +167,20 @@ def test_executions_show_at_a_terminal_shows_the_outcome_times_args_and_result(
     assert screen.text.endswith('result\n{\n  "b": 1,\n  "a": [\n    1,\n    2\n  ]\n}\n')
     done = piped("executions", "show", execution["id"], "--json", env=served.environ("olga"))
     assert json.loads(done.stdout)["result"] == {"b": 1, "a": [1, 2]}
+
+
+def test_approvals_show_at_a_terminal_shows_the_preview_and_what_it_said(served: Served) -> None:
+    approval_id = served.execute("planned_clean")["approval_id"]
+
+    def previewed() -> bool:
+        body = served.http("GET", f"/v1/approvals/{approval_id}").json()
+        return bool(body["preview"]["run"]["status"] == "done")
+
+    wait_for(previewed, "the preview", 15)
+    screen = in_terminal("approvals", "show", approval_id, env=served.environ("admin"))
+    assert screen.status == 0, screen.text
+    lines = [line.split() for line in screen.text.splitlines()]
+    assert ["preview", "done", "in"] in [words[:3] for words in lines]  # the field
+    assert ["preview"] in lines  # the block's title, then what it said
+    assert '"would_free": 4096' in screen.text  # what the dry run said, pretty-printed
+    assert '"a.log"' in screen.text

@@ -242,6 +242,15 @@ def approval_event(kind: str, a: Mapping[str, Any]) -> tuple[str | Styled, ...]:
         r = a["review"]
         said = r.get("decision") or r.get("note") or r.get("status")
         line.append(f"  reviewer {r.get('persona')}: {one_line(str(said), 160)}")
+    elif kind == "previewed" and isinstance((a.get("preview") or {}).get("run"), dict):
+        run = a["preview"]["run"]
+        error = run.get("error") or {}
+        said = (
+            f"preview: {run.get('result')}"
+            if run.get("status") == "done"
+            else f"preview failed ({error.get('code')}): {error.get('message')}"
+        )
+        line.append(f"  {one_line(said, 200)}")
     elif kind in ("signed", "approved") and signers:
         line.append(f"  signed by {', '.join(signers)}")
     elif a.get("reason"):

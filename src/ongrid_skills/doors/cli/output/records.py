@@ -10,6 +10,7 @@ shown, never obeyed.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -89,7 +90,33 @@ def print_approval(body: Mapping[str, Any], text: str, *, as_json: bool) -> None
     if as_json or not stdout_is_terminal():
         click.echo(text)
         return
-    print_fields(approval_fields(body), [("args", body.get("args"))])
+    fields, blocks = approval_fields(body), [("args", body.get("args"))]
+    run = (body.get("preview") or {}).get("run")
+    if isinstance(run, dict):  # the skill's dry run (SPEC §20): what the call would do
+        fields.append(("preview", preview_cell(run)))
+        if run.get("status") == "done":
+            blocks.append(("preview", preview_value(run)))
+    print_fields(fields, blocks)
+
+
+def preview_cell(run: Mapping[str, Any]) -> Cell:
+    """Where a request's preview stands, in one cell: running, done, or failed and why."""
+    state = str(run.get("status"))
+    if state == "failed":
+        error = run.get("error") or {}
+        return Styled(f"failed ({error.get('code')}): {error.get('message')}", "red")
+    if state == "done":
+        return f"done in {run.get('duration_ms')} ms" + (", cut" if run.get("truncated") else "")
+    return f"{state} (at most {run.get('timeout_seconds')} s)"
+
+
+def preview_value(run: Mapping[str, Any]) -> Any:
+    """A finished preview's result: its JSON when it parses (it may have been cut), else text."""
+    text = str(run.get("result") or "")
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
 
 
 def print_execution_record(body: Mapping[str, Any], text: str, *, as_json: bool) -> None:

@@ -13,7 +13,7 @@
 import { mountParts } from "../app.js";
 import { follow } from "../live.js";
 
-const KINDS = ["requested", "signed", "approved", "rejected", "expired", "cancelled", "void", "reviewed"];
+const KINDS = ["requested", "signed", "approved", "rejected", "expired", "cancelled", "void", "reviewed", "previewed"];
 const ID = /^[0-9a-f]{1,64}$/;
 const KEEP_DECIDED = 50;
 

@@ -22,7 +22,7 @@ const STATUS = /^[a-z_]+$/;
 const CONTROL = /[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]/g;
 const FOLD_LINES = 12;
 const FOLD_CHARS = 1500;
-const CHANGES = ["requested", "signed", "approved", "rejected", "expired", "cancelled", "void", "reviewed"];
+const CHANGES = ["requested", "signed", "approved", "rejected", "expired", "cancelled", "void", "reviewed", "previewed"];
 
 export function visible(text) {
   return String(text ?? "").replace(CONTROL, (c) => {
