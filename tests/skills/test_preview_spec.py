@@ -122,7 +122,7 @@ def test_a_skill_md_exec_tool_declares_a_preview_and_a_builtin_tool_cannot(
     write_skill_md(native, "rotate", {"name": "rotate", "description": "Rotates.", "tools": tools})
     write_exec(native / "rotate", "run.sh")
     write_exec(native / "rotate", "plan.sh")
-    bad = [{"name": "nope", "impl": "builtin:os.getcwd", "preview": {"args": {"a": 1}}}]
+    bad = [{"name": "nope", "impl": "builtin:net.probe_tcp", "preview": {"args": {"a": 1}}}]
     write_skill_md(native, "nope", {"name": "nope", "description": "No.", "tools": bad})
     escaping = [{"name": "esc", "impl": "exec:run.sh", "preview": {"entry": "../rotate/plan.sh"}}]
     write_skill_md(native, "esc", {"name": "esc", "description": "Esc.", "tools": escaping})

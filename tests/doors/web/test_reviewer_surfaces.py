@@ -93,7 +93,7 @@ def cli_out(console: Console, *args: str) -> str:
     env["ONGRID_DATA_DIR"] = None
     result = CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
     assert result.exit_code == 0, result.output
-    return result.output
+    return result.stdout  # stderr says where it asked (→ URL)
 
 
 def mcp_result(console: Console, approval_id: str) -> types.CallToolResult:
