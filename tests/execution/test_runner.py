@@ -722,6 +722,39 @@ def test_stderr_is_still_streamed_while_the_child_runs_once_a_long_quiet_start_i
     assert call.stderr_lines() == ["step one"]
 
 
+def test_a_call_started_beside_another_streams_its_stderr_at_once_without_a_quiet_start(
+    root: Path,
+) -> None:
+    # The quiet start is for a call started alone: one started while another runs watches its
+    # pipes from the start (its first line is seen long before the 30 s quiet start would end).
+    runner = SubprocessRunner(kill_grace=0.2, linger=0.2, quiet_start=30)
+    waits = "while [ ! -e go ]; do sleep 0.01; done\n"
+    first = script_skill(root, f"#!/bin/sh\n{waits}echo '{{}}'\n", folder="first", timeout=10)
+    second = script_skill(
+        root, f"#!/bin/sh\necho 'step one' >&2\n{waits}echo '{{}}'\n", folder="second", timeout=10
+    )
+    seen: list[str] = []
+
+    def on_event(event: Event) -> None:
+        if event.type == "stderr":
+            seen.append(event.data["line"])
+
+    async def scenario() -> tuple[RunOutcome, RunOutcome]:
+        one = asyncio.ensure_future(runner.run(first, b"{}"))
+        await until(lambda: runner.calls == 1, what="the first call's spawn")
+        two = asyncio.ensure_future(runner.run(second, b"{}", on_event))
+        try:
+            await until(lambda: seen == ["step one"], what="the second call's line", timeout=5)
+        finally:
+            (root / "first" / "go").touch()
+            (root / "second" / "go").touch()
+        return await one, await two
+
+    done_first, done_second = asyncio.run(scenario())
+    assert done_first.status is Status.SUCCEEDED, done_first.error
+    assert done_second.status is Status.SUCCEEDED, done_second.error
+
+
 def test_a_child_filling_its_pipes_during_a_quiet_start_is_drained_once_it_ends(
     root: Path,
 ) -> None:

@@ -5,8 +5,8 @@ skill's folder, environment = exactly the allowed names, by the spawn helper or 
 (:mod:`ongrid_skills.execution.spawner`). Everything after the spawn is driven by the event loop
 (a thread only reaps a cancelled call's child that outlives its SIGKILL): the pipes are
 non-blocking, and they and the pidfd are watched through the runner's poller
-(:mod:`ongrid_skills.execution.poller`); for its first ``quiet_start`` (5 ms) a call watches its
-pidfd alone, so a call that ends by then wakes the loop once and drains its pipes at the exit.
+(:mod:`ongrid_skills.execution.poller`); for its first ``quiet_start`` (5 ms) a call started alone
+watches its pidfd only, so if it ends by then it wakes the loop once and drains its pipes at exit.
 This module owns that state machine: spawn, stdin, draining, exit, SIGTERM → 2 s → SIGKILL on
 timeout, ≤ 1 s for the pipes to close once the main process has exited (then the group is killed),
 reaping, and the verdict from the exit status.
@@ -116,8 +116,8 @@ class SubprocessRunner:
         """``supervise``: record each call for the sentinel (Linux); ``groups_dir``: keep the
         record there (a manager's data dir) so start-up recovery can read it too; ``spawn``:
         ``auto`` (the spawn helper when it is available), ``helper`` or ``subprocess``;
-        ``quiet_start``: how long a call watches only its child's exit (0: the pipes from the
-        start)."""
+        ``quiet_start``: how long a call started while no other call of the runner runs watches
+        only its child's exit (0: the pipes from the start, as calls started beside others)."""
         self.stdout_cap = stdout_cap
         self.kill_grace = kill_grace
         self.linger = linger
@@ -187,9 +187,13 @@ class SubprocessRunner:
         try:
             if self.calls == 1:  # alone: spawn right here (the helper adds the fds to the epoll,
                 # unless the call starts quiet: then the runner adds the pidfd alone)
-                epoll_fd = -1 if self.quiet_start > 0 else poller.fileno()
+                quiet = self.quiet_start
+                epoll_fd = -1 if quiet > 0 else poller.fileno()
                 child = spawn.spawn(check.path, spec.cwd, spec.env, payload, epoll_fd)
-            else:  # other calls run: the loop keeps serving them while the kernel spawns
+            else:  # other calls run: the loop keeps serving them while the kernel spawns; a
+                # quiet start would cost more than it saves (their calls last longer than it,
+                # and each loop wake serves several calls already)
+                quiet = 0.0
                 child = await self.pool.spawn(spawn, check.path, spec.cwd, spec.env, payload)
         except OSError as exc:
             self.calls -= 1
@@ -210,7 +214,7 @@ class SubprocessRunner:
         slot = record.add(pid) if record is not None else -1
         if reaper is not None:
             reaper.spawned(key, pid)
-        call = _Call(self, loop, poller, child, payload, spec, on_event)
+        call = _Call(self, loop, poller, child, payload, spec, on_event, quiet)
         if record is not None:
             call.record, call.slot = record, slot
         known = record.known_children if record is not None else ()  # not orphans: the sentinel
@@ -280,6 +284,7 @@ class _Call:
         payload: bytes,
         spec: SpawnSpec,
         on_event: EventSink | None,
+        quiet: float = 0.0,
     ) -> None:
         # Lean on purpose: this runs between the spawn and the loop's next wait, while the child
         # starts on the same core.
@@ -311,13 +316,13 @@ class _Call:
         # meanwhile: the child's output waits in the pipes (a child with more to write than a
         # pipe holds waits for the quiet start to end), and stderr lines are timestamped as they
         # are read, at most the quiet start late.
-        self.pipes_watched = pidfd is None or runner.quiet_start <= 0 or child.watched
+        self.pipes_watched = pidfd is None or quiet <= 0 or child.watched
         if self.pipes_watched:
             watch(out_fd, self._on_stdout)
             watch(err_fd, self._on_stderr)
         else:
             self.starts = runner.starts.on(loop)
-            self.starts.add(self, runner.quiet_start, self._watch_pipes)
+            self.starts.add(self, quiet, self._watch_pipes)
         if pidfd is not None:
             watch(pidfd, self._on_exit)
         else:  # no pidfd (macOS, old kernels): a thread waits without reaping
