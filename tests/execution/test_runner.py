@@ -698,6 +698,85 @@ def test_stderr_lines_are_streamed_as_they_are_produced_not_at_the_end(
     assert isinstance(first.ts, float)
 
 
+def test_stderr_is_still_streamed_while_the_child_runs_once_a_long_quiet_start_is_over(
+    root: Path,
+) -> None:
+    # A quiet start watches only the child's exit at first: a child still running when it ends
+    # gets its stderr lines streamed from then on (the child waits for its first line to be seen).
+    runner = SubprocessRunner(kill_grace=0.2, linger=0.2, quiet_start=0.2)
+    script = (
+        "#!/bin/sh\n"
+        "echo 'step one' >&2\n"
+        "while [ ! -e go ]; do sleep 0.01; done\n"
+        "echo '{\"ok\": true}'\n"
+    )
+    spec = script_skill(root, script, timeout=5)
+    go = root / "skill" / "go"
+
+    def on_event(event: Event) -> None:
+        if event.type == "stderr" and event.data["line"] == "step one":
+            go.touch()
+
+    call = run_call(runner, spec, on_event=on_event)
+    assert call.outcome.status is Status.SUCCEEDED, call.outcome.error
+    assert call.stderr_lines() == ["step one"]
+
+
+def test_a_call_started_beside_another_streams_its_stderr_at_once_without_a_quiet_start(
+    root: Path,
+) -> None:
+    # The quiet start is for a call started alone: one started while another runs watches its
+    # pipes from the start (its first line is seen long before the 30 s quiet start would end).
+    runner = SubprocessRunner(kill_grace=0.2, linger=0.2, quiet_start=30)
+    waits = "while [ ! -e go ]; do sleep 0.01; done\n"
+    first = script_skill(root, f"#!/bin/sh\n{waits}echo '{{}}'\n", folder="first", timeout=10)
+    second = script_skill(
+        root, f"#!/bin/sh\necho 'step one' >&2\n{waits}echo '{{}}'\n", folder="second", timeout=10
+    )
+    seen: list[str] = []
+
+    def on_event(event: Event) -> None:
+        if event.type == "stderr":
+            seen.append(event.data["line"])
+
+    async def scenario() -> tuple[RunOutcome, RunOutcome]:
+        one = asyncio.ensure_future(runner.run(first, b"{}"))
+        await until(lambda: runner.calls == 1, what="the first call's spawn")
+        two = asyncio.ensure_future(runner.run(second, b"{}", on_event))
+        try:
+            await until(lambda: seen == ["step one"], what="the second call's line", timeout=5)
+        finally:
+            (root / "first" / "go").touch()
+            (root / "second" / "go").touch()
+        return await one, await two
+
+    done_first, done_second = asyncio.run(scenario())
+    assert done_first.status is Status.SUCCEEDED, done_first.error
+    assert done_second.status is Status.SUCCEEDED, done_second.error
+
+
+def test_a_child_filling_its_pipes_during_a_quiet_start_is_drained_once_it_ends(
+    root: Path,
+) -> None:
+    # 300 KB on stdout and 100 KB on stderr: more than the pipes hold, so the child blocks until
+    # the quiet start ends and the runner reads; nothing is lost or stuck.
+    runner = SubprocessRunner(kill_grace=0.2, linger=0.2, quiet_start=0.1)
+    code = (
+        "import sys\n"
+        "for i in range(1000):\n"
+        "    sys.stderr.write('line %d %s\\n' % (i, 'e' * 90))\n"
+        "sys.stderr.flush()\n"
+        "sys.stdout.write('{\"blob\": \"' + 'x' * 300000 + '\"}')\n"
+    )
+    spec = python_skill(root, code)
+    call = run_call(runner, spec)
+    assert call.outcome.status is Status.SUCCEEDED, call.outcome.error
+    assert call.outcome.result == {"blob": "x" * 300_000}
+    lines = call.stderr_lines()
+    assert len(lines) == 1000
+    assert lines[-1].startswith("line 999 ")
+
+
 def test_non_utf8_bytes_on_stderr_are_replaced_without_crashing(
     root: Path, fast: SubprocessRunner
 ) -> None:
@@ -1138,12 +1217,14 @@ def test_a_call_in_a_forked_child_leaves_the_parents_runner_working(tmp_path: Pa
 
 
 def test_a_call_on_another_threads_loop_leaves_the_poller_of_a_running_loop_alone(
-    root: Path, fast: SubprocessRunner
+    root: Path,
 ) -> None:
     # A call on thread A's loop is between getting its poller's epoll and the spawn (held here)
     # when a call starts on the main thread's loop: that loop must not close the epoll under
     # thread A (the spawn would add the child to a closed, or reused, descriptor, and thread A
-    # would make another epoll that nothing ever closes).
+    # would make another epoll that nothing ever closes). Without a quiet start, so that the
+    # spawn is given the epoll (a quiet start adds the pidfd to it after the spawn).
+    fast = SubprocessRunner(kill_grace=0.2, linger=0.2, quiet_start=0)
     spec = script_skill(root, "#!/bin/sh\necho '{}'\n")
     run_call(fast, spec)  # chooses the spawner
     kept = open_fds()  # with the runner's epoll

@@ -5,9 +5,11 @@ skill's folder, environment = exactly the allowed names, by the spawn helper or 
 (:mod:`ongrid_skills.execution.spawner`). Everything after the spawn is driven by the event loop
 (a thread only reaps a cancelled call's child that outlives its SIGKILL): the pipes are
 non-blocking, and they and the pidfd are watched through the runner's poller
-(:mod:`ongrid_skills.execution.poller`). This module owns that state machine: spawn, stdin,
-draining, exit, SIGTERM → 2 s → SIGKILL on timeout, ≤ 1 s for the pipes to close once the main
-process has exited (then the group is killed), reaping, and the verdict from the exit status.
+(:mod:`ongrid_skills.execution.poller`); for its first ``quiet_start`` (5 ms) a call started alone
+watches its pidfd only, so if it ends by then it wakes the loop once and drains its pipes at exit.
+This module owns that state machine: spawn, stdin, draining, exit, SIGTERM → 2 s → SIGKILL on
+timeout, ≤ 1 s for the pipes to close once the main process has exited (then the group is killed),
+reaping, and the verdict from the exit status.
 What the bytes mean is not decided here: stdout goes to ``wire`` (cap, decoding), stderr to
 ``stderr`` (line events, budget, tail), both masked by the call's ``masking.Masker``, and the
 outcome is ``verdict``'s. Descendants that escaped the group (``setsid`` daemons) are found by
@@ -38,7 +40,7 @@ from collections.abc import Callable, Mapping
 
 from ongrid_skills.errors import SandboxUnavailable
 from ongrid_skills.execution.confine import SandboxPolicy
-from ongrid_skills.execution.deadlines import LoopDeadlines
+from ongrid_skills.execution.deadlines import Deadlines, LoopDeadlines
 from ongrid_skills.execution.poller import LoopPoller, Poller, new_poller
 from ongrid_skills.execution.reaper import OrphanReaper
 from ongrid_skills.execution.records import ErrorInfo, Event, EventSink, Status
@@ -63,6 +65,9 @@ from ongrid_skills.paths import check_entry
 
 KILL_GRACE_SECONDS = 2.0
 LINGER_SECONDS = 1.0
+#: How long a call with a pidfd watches only its child's exit before it watches the pipes too
+#: (see _Call.__init__): most calls end sooner, in one wake of the event loop.
+QUIET_START_SECONDS = 0.005
 ABANDON_REAP_SECONDS = 0.1  # how long a cancelled call waits for its SIGKILLed child
 _READ_CHUNK = 256 * 1024
 
@@ -81,14 +86,18 @@ class SubprocessRunner:
         groups_dir: str | None = None,
         spawn: Mode = "auto",
         sandbox: SandboxPolicy | None = None,
+        quiet_start: float = QUIET_START_SECONDS,
     ) -> None:
         """``supervise``: record each call for the sentinel (Linux); ``groups_dir``: keep the
         record there (a manager's data dir) so start-up recovery can read it too; ``spawn``:
-        ``auto`` (the spawn helper when it is available), ``helper`` or ``subprocess``."""
+        ``auto`` (the spawn helper when it is available), ``helper`` or ``subprocess``;
+        ``quiet_start``: how long a call started while no other call of the runner runs watches
+        only its child's exit (0: the pipes from the start, as calls started beside others)."""
         self.sandbox = sandbox or SandboxPolicy()  # the operator's: defaults, limits, secrets
         self.stdout_cap = stdout_cap
         self.kill_grace = kill_grace
         self.linger = linger
+        self.quiet_start = quiet_start
         self.reaper = OrphanReaper() if reap_orphans else None
         self.supervise = supervise and SUPPORTED
         self.groups_dir = groups_dir
@@ -97,6 +106,7 @@ class SubprocessRunner:
         self.spawner: Spawner | None = None  # chosen on the first call (may build the helper)
         self._poller: Poller | None = None
         self.deadlines = LoopDeadlines()  # the timeouts of its calls, one timer per loop
+        self.starts = LoopDeadlines()  # the ends of its calls' quiet starts, likewise
         self.pool = SpawnPool()
         self.calls = 0  # calls of this runner between spawn and end
 
@@ -174,10 +184,15 @@ class SubprocessRunner:
         # orphan: the spawn is noted as a running call before it starts.
         key = reaper.spawning() if reaper is not None else 0
         try:
-            if self.calls == 1:  # alone: spawn right here, the helper adds the fds to the epoll
-                args = (path, spec.cwd, env, payload, poller.fileno())
+            if self.calls == 1:  # alone: spawn right here (the helper adds the fds to the epoll,
+                # unless the call starts quiet: then the runner adds the pidfd alone)
+                quiet = self.quiet_start
+                args = (path, spec.cwd, env, payload, -1 if quiet > 0 else poller.fileno())
                 child = spawn.spawn(*args) if conf is None else spawn.spawn(*args, conf)
-            else:  # other calls run: the loop keeps serving them while the kernel spawns
+            else:  # other calls run: the loop keeps serving them while the kernel spawns; a
+                # quiet start would cost more than it saves (their calls last longer than it,
+                # and each loop wake serves several calls already)
+                quiet = 0.0
                 child = await self.pool.spawn(spawn, path, spec.cwd, env, payload, conf)
         except OSError as exc:
             self.calls -= 1
@@ -198,7 +213,7 @@ class SubprocessRunner:
         slot = record.add(pid) if record is not None else -1
         if reaper is not None:
             reaper.spawned(key, pid)
-        call = _Call(self, loop, poller, child, payload, spec, on_event)
+        call = _Call(self, loop, poller, child, payload, spec, on_event, quiet)
         if record is not None:
             call.record, call.slot = record, slot
         known = record.known_children if record is not None else ()  # not orphans: the sentinel
@@ -246,10 +261,12 @@ class _Call:
         "pid",
         "pidfd",
         "pipes",
+        "pipes_watched",
         "poller",
         "record",
         "runner",
         "slot",
+        "starts",
         "status",
         "stdin",
         "timed_out",
@@ -266,6 +283,7 @@ class _Call:
         payload: bytes,
         spec: SpawnSpec,
         on_event: EventSink | None,
+        quiet: float = 0.0,
     ) -> None:
         # Lean on purpose: this runs between the spawn and the loop's next wait, while the child
         # starts on the same core.
@@ -289,8 +307,21 @@ class _Call:
         self.pipes = {out_fd, err_fd}  # the read ends not at EOF yet
         self.pidfd = pidfd = child.pidfd
         watch = poller.adopt if child.watched else poller.add
-        watch(out_fd, self._on_stdout)
-        watch(err_fd, self._on_stderr)
+        self.starts: Deadlines | None = None
+        # A quiet start: the exit alone is watched at first, and the pipes once the quiet start
+        # is over (or at the exit, if something still holds them then). A call that ends before
+        # (most do) wakes the loop once, at its exit, and drains both pipes then, instead of
+        # once for its output, once per pipe closing and once for the exit. Nothing is lost
+        # meanwhile: the child's output waits in the pipes (a child with more to write than a
+        # pipe holds waits for the quiet start to end), and stderr lines are timestamped as they
+        # are read, at most the quiet start late.
+        self.pipes_watched = pidfd is None or quiet <= 0 or child.watched
+        if self.pipes_watched:
+            watch(out_fd, self._on_stdout)
+            watch(err_fd, self._on_stderr)
+        else:
+            self.starts = runner.starts.on(loop)
+            self.starts.add(self, quiet, self._watch_pipes)
         if pidfd is not None:
             watch(pidfd, self._on_exit)
         else:  # no pidfd (macOS, old kernels): a thread waits without reaping
@@ -304,6 +335,16 @@ class _Call:
         self.timers: list[asyncio.TimerHandle] = []  # the kill grace's and the linger's
         self.deadlines = runner.deadlines.on(loop)
         self.deadlines.add(self, timeout, self._on_timeout)
+
+    def _watch_pipes(self) -> None:
+        """The quiet start is over: watch the pipes still open."""
+        if self.pipes_watched:
+            return
+        self.pipes_watched = True
+        if self.starts is not None:
+            self.starts.discard(self)
+        for fd in sorted(self.pipes):
+            self.poller.add(fd, self._on_stdout if fd == self.out_fd else self._on_stderr)
 
     # ---- events ---------------------------------------------------------------------------
     def _emit(self, event: Event) -> None:
@@ -386,7 +427,8 @@ class _Call:
             self.poller.remove(self.pidfd)
         for fd in sorted(self.pipes):  # whatever the child wrote is in the pipes by now
             self._drain(fd)
-        if self.pipes:
+        if self.pipes:  # a descendant holds them: watch them, for the linger at most
+            self._watch_pipes()
             self.timers.append(self.loop.call_later(self.runner.linger, self._on_linger))
         self._maybe_done()
 
@@ -418,6 +460,8 @@ class _Call:
     def finish(self) -> None:
         """The call is done (exited, pipes at EOF): kill what is left of the group, reap."""
         self.deadlines.discard(self)
+        if self.starts is not None:
+            self.starts.discard(self)
         for timer in self.timers:
             timer.cancel()
         self._close_stdin()
@@ -445,6 +489,8 @@ class _Call:
         (uninterruptible sleep) is reaped by a thread waiting for its exit, for that reason.
         """
         self.deadlines.discard(self)
+        if self.starts is not None:
+            self.starts.discard(self)
         for timer in self.timers:
             timer.cancel()
         self._kill_group(signal.SIGKILL)  # before the reap, as in finish
