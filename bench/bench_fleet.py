@@ -35,7 +35,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import nats
-from tests.support.fleet import Fleet, host_skill
+from tests.support.fleet import Fleet
 from tests.support.nats import NatsServer, running_nats
 from tests.support.server import make_settings, running_app
 from tests.support.skills import write_skill
@@ -61,7 +61,9 @@ def pct(values: list[float], p: float) -> float:
 def setup(root: Path, server: NatsServer, workers: int) -> tuple[Fleet, Any]:
     """Worker skills (host noop), manager skills (local noop), the fleet and its settings."""
     worker_skills, manager_skills = root / "worker-skills", root / "manager-skills"
-    host_skill(worker_skills, "noop", "echo '{}'")
+    # The same script on both sides (host_skill's would also read its args into a variable:
+    # a subshell more, ~1 ms here, once counted as dispatch overhead).
+    write_skill(worker_skills, "noop", f"#!/bin/sh\n{NOOP}\n", scope="host")
     write_skill(manager_skills, "noop_local", f"#!/bin/sh\n{NOOP}\n")
     settings = make_settings(
         root, manager_skills, data_dir=str(root / "manager"), nats_url=server.url,
@@ -112,6 +114,78 @@ async def overhead(settings: Any, calls: int) -> dict[str, Any]:
         "overhead_p50_ms": statistics.median(remote) - statistics.median(local),
         "calls": len(remote),
     }
+
+
+async def decompose(settings: Any, root: Path, calls: int) -> dict[str, Any]:
+    """Where a remote call's time goes: phases from its timeline's stamps (the worker's and the
+    manager's clocks are this machine's), and the parts timed alone in this process."""
+    hand, run, back, messages = [], [], [], []
+    async with open_manager(settings, loader_sink=lambda _l: None) as manager:
+        await wait_hosts(manager, 1)
+        for _ in range(20):
+            await manager.submit("noop", {"host": "w0"}, principal=WHO)
+        for _ in range(calls):
+            done = await manager.submit("noop", {"host": "w0"}, principal=WHO)
+            ended = time.time()
+            events = manager.store.executions.events(done.id)
+            stamps = {e.type: e.ts for _seq, e in events if e.type in ("dispatched", "accepted")}
+            last = max(e.ts for _seq, e in events if e.type == "status")
+            hand.append((stamps["accepted"] - stamps["dispatched"]) * 1000)
+            run.append((last - stamps["accepted"]) * 1000)
+            back.append((ended - last) * 1000)
+            messages.append(len(events))
+    return {
+        "hand_over_p50_ms": statistics.median(hand),
+        "worker_run_p50_ms": statistics.median(run),
+        "back_p50_ms": statistics.median(back),
+        "events_per_call": statistics.median(messages),
+        **await parts(settings, root),
+    }
+
+
+async def parts(settings: Any, root: Path, n: int = 300) -> dict[str, float]:
+    """Each part alone, p50 in ms: sign, verify, the ledger's take and finish (a file on the
+    same disk as the worker's), one JetStream publish waiting for its acknowledgement."""
+    from ongrid_skills.fleet.nonces import Ledger
+    from ongrid_skills.fleet.signing import Call, new_nonce, sign, verify
+    from ongrid_skills.packs.keys import parse_trusted_keys
+
+    key = manager_key(settings)
+    trusted = parse_trusted_keys(key.public_line)
+    out: dict[str, list[float]] = {"sign": [], "verify": [], "take": [], "finish": [], "js": []}
+    ledger = Ledger(str(root / "bench-ledger"))
+    nc = await nats.connect(settings.nats_url)
+    js = nc.jetstream()
+    await js.add_stream(name="benchparts", subjects=["benchparts.>"])
+    try:
+        for i in range(n):
+            now = time.time()
+            call = Call(
+                kind="call", id=f"bench{i}", host="w0", skill="noop", definition_hash="0" * 64,
+                skill_class="safe", signatures=0, args={}, nonce=new_nonce(), issued_at=now,
+                expires_at=now + 60, reply="bench.reply",
+            )  # fmt: skip
+            t0 = time.perf_counter()
+            body, headers = sign(key, call)
+            t1 = time.perf_counter()
+            verify(body, headers, trusted)
+            t2 = time.perf_counter()
+            ledger.take(call, now)
+            t3 = time.perf_counter()
+            ledger.finish(call.id, "succeeded")
+            t4 = time.perf_counter()
+            await js.publish("benchparts.x", body, headers={"Nats-Msg-Id": f"p{i}"})
+            t5 = time.perf_counter()
+            for name, a, b in (
+                ("sign", t0, t1), ("verify", t1, t2), ("take", t2, t3), ("finish", t3, t4),
+                ("js", t4, t5),
+            ):  # fmt: skip
+                out[name].append((b - a) * 1000)
+    finally:
+        await js.delete_stream("benchparts")
+        await nc.close()
+        ledger.close()
+    return {f"{name}_p50_ms": statistics.median(values) for name, values in out.items()}
 
 
 async def throughput(settings: Any, workers: int, count: int) -> dict[str, Any]:
@@ -251,6 +325,7 @@ def main() -> None:
         fleet, settings = setup(root, server, options.workers)
         try:
             results["overhead"] = asyncio.run(overhead(settings, options.calls))
+            results["decompose"] = asyncio.run(decompose(settings, root, options.calls // 2))
             results["throughput"] = asyncio.run(
                 throughput(settings, options.workers, options.parallel)
             )
@@ -262,9 +337,21 @@ def main() -> None:
         print(json.dumps(results, indent=2))
         return
     o, t, i = results["overhead"], results["throughput"], results["inventory"]
+    d = results["decompose"]
     print(f"remote call  p50 {o['remote_p50_ms']:.2f} ms  p99 {o['remote_p99_ms']:.2f} ms")
     print(f"local call   p50 {o['local_p50_ms']:.2f} ms  p99 {o['local_p99_ms']:.2f} ms")
     print(f"overhead     p50 {o['overhead_p50_ms']:.2f} ms  ({o['calls']} calls each)")
+    print(
+        f"  phases p50: hand-over (dispatched → accepted) {d['hand_over_p50_ms']:.2f} ms, "
+        f"worker run (accepted → last status) {d['worker_run_p50_ms']:.2f} ms, "
+        f"back (last status → outcome here) {d['back_p50_ms']:.2f} ms; "
+        f"{d['events_per_call']:.0f} events a call"
+    )
+    print(
+        f"  parts p50: sign {d['sign_p50_ms']:.3f} ms, verify {d['verify_p50_ms']:.3f} ms, "
+        f"ledger take {d['take_p50_ms']:.3f} ms, ledger finish {d['finish_p50_ms']:.3f} ms, "
+        f"one JetStream publish {d['js_p50_ms']:.3f} ms"
+    )
     print(
         f"throughput   {t['remote_calls_per_s']:.0f} calls/s on {t['workers']} workers, "
         f"{t['local_calls_per_s']:.0f} calls/s local ({t['calls']} calls, 32 in flight)"
