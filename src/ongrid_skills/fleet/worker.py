@@ -343,11 +343,11 @@ class Worker:
             execution.finished_at = time.time()
             sender.event(Event("status", {"status": execution.status.value}))
         finally:
+            sender.finish(execution)  # queued first: the manager waits for it, not the ledger
             try:
                 self.ledger.finish(call.id, execution.status.value)
             except Exception:  # the call stays "taken": it is never run again either way
                 LOG.exception("call %s: its end could not be written to the ledger", call.id)
-            sender.finish(execution)
             await asyncio.shield(sender.close())
 
     async def _execute(self, call: Call, execution: Execution, sender: Sender) -> bool:
