@@ -1,7 +1,7 @@
 """Edge workers over NATS: what a remote call costs, and the catalogue of a large fleet.
 
     .venv/bin/python bench/bench_fleet.py [--calls 300] [--hosts 200] [--skills 50]
-                                          [--workers 8] [--parallel 400] [--json]
+                                          [--workers 8] [--parallel 400] [--json] [--check]
 
 Starts a NATS server of its own (``nats-server -js``, as the tests do: tests/support/nats.py).
 
@@ -9,7 +9,10 @@ Starts a NATS server of its own (``nats-server -js``, as the tests do: tests/sup
   process) with the same trivial skill twice: ``noop`` (``scope: host``, run by the worker) and
   ``noop_local`` (run by the manager's own runner). ``Manager.submit`` waited to the end, the two
   interleaved in blocks of 50 calls; p50/p99 of each, and the difference: what the trip
-  manager → NATS → worker → NATS → manager adds to a call.
+  manager → NATS → worker → NATS → manager adds to a call. Bar (SPEC §15): ≤ 2 ms.
+- **decompose**: where that time goes, from the stamps of each remote call's timeline
+  (dispatched, accepted, running, ended: manager and worker share this machine's clock) and the
+  parts timed alone (sign, verify, the ledger's take and finish, one JetStream publish).
 - **inventory**: ``--hosts`` simulated workers × ``--skills`` skills written straight into the
   hosts bucket (the same skills on every host: one skill per name, each with a ``--hosts``-long
   host enum; and all different: hosts × skills skills), a manager with its REST app following
@@ -18,6 +21,8 @@ Starts a NATS server of its own (``nats-server -js``, as the tests do: tests/sup
   20 such changes; bar ≤ 100 ms.
 - **throughput**: ``--workers`` worker processes, ``--parallel`` calls submitted at once spread
   over them (32 in flight), calls/s; and the same count of local calls, for comparison.
+
+``--check``: exit 1 when a bar is missed (overhead, ``GET /v1/skills``).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -50,6 +56,7 @@ from ongrid_skills.types import Role
 
 NOOP = "cat >/dev/null\necho '{}'"
 TARGET_MS = 100.0
+OVERHEAD_TARGET_MS = 2.0
 WHO = Principal("bench", Role.OPERATOR)
 
 
@@ -118,25 +125,39 @@ async def overhead(settings: Any, calls: int) -> dict[str, Any]:
 
 async def decompose(settings: Any, root: Path, calls: int) -> dict[str, Any]:
     """Where a remote call's time goes: phases from its timeline's stamps (the worker's and the
-    manager's clocks are this machine's), and the parts timed alone in this process."""
-    hand, run, back, messages = [], [], [], []
+    manager's clocks are this machine's), the same call's spawn-to-exit run locally, and the
+    parts timed alone in this process."""
+    hand, start, run, local_run, back, messages = [], [], [], [], [], []
+
+    def stamps(execution_id: str) -> dict[str, float]:
+        events = [e for _seq, e in manager.store.executions.events(execution_id)]
+        out = {e.type: e.ts for e in events if e.type in ("dispatched", "accepted")}
+        statuses = [e.ts for e in events if e.type == "status"]
+        out["running"], out["ended"] = statuses[0], statuses[-1]
+        out["events"] = len(events)
+        return out
+
     async with open_manager(settings, loader_sink=lambda _l: None) as manager:
         await wait_hosts(manager, 1)
         for _ in range(20):
             await manager.submit("noop", {"host": "w0"}, principal=WHO)
+            await manager.submit("noop_local", {}, principal=WHO)
         for _ in range(calls):
             done = await manager.submit("noop", {"host": "w0"}, principal=WHO)
             ended = time.time()
-            events = manager.store.executions.events(done.id)
-            stamps = {e.type: e.ts for _seq, e in events if e.type in ("dispatched", "accepted")}
-            last = max(e.ts for _seq, e in events if e.type == "status")
-            hand.append((stamps["accepted"] - stamps["dispatched"]) * 1000)
-            run.append((last - stamps["accepted"]) * 1000)
-            back.append((ended - last) * 1000)
-            messages.append(len(events))
+            t = stamps(done.id)
+            hand.append((t["accepted"] - t["dispatched"]) * 1000)
+            start.append((t["running"] - t["accepted"]) * 1000)
+            run.append((t["ended"] - t["running"]) * 1000)
+            back.append((ended - t["ended"]) * 1000)
+            messages.append(t["events"])
+            here = stamps((await manager.submit("noop_local", {}, principal=WHO)).id)
+            local_run.append((here["ended"] - here["running"]) * 1000)
     return {
         "hand_over_p50_ms": statistics.median(hand),
+        "worker_start_p50_ms": statistics.median(start),
         "worker_run_p50_ms": statistics.median(run),
+        "local_run_p50_ms": statistics.median(local_run),
         "back_p50_ms": statistics.median(back),
         "events_per_call": statistics.median(messages),
         **await parts(settings, root),
@@ -310,7 +331,7 @@ def inventory(root: Path, nats_url: str, hosts: int, skills: int) -> dict[str, A
     return out
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--hosts", type=int, default=200)
@@ -318,7 +339,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=8)
     parser.add_argument("--parallel", type=int, default=400)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--check", action="store_true", help="exit 1 when a bar is missed")
     options = parser.parse_args()
+    load_start = os.getloadavg()[0]
     results: dict[str, Any] = {}
     with running_nats() as server, tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -333,18 +356,37 @@ def main() -> None:
             for worker in fleet.workers:
                 worker.stop()
         results["inventory"] = inventory(root, server.url, options.hosts, options.skills)
+    results["load_average"] = [load_start, os.getloadavg()[0]]
+    overhead_ok = results["overhead"]["overhead_p50_ms"] <= OVERHEAD_TARGET_MS
+    missed = [] if overhead_ok else ["remote-call overhead"]
+    missed += [
+        f"GET /v1/skills ({label})"
+        for label in ("shared", "distinct")
+        if not results["inventory"][f"{label}_ok"]
+    ]
     if options.json:
         print(json.dumps(results, indent=2))
-        return
+    else:
+        report(results, overhead_ok)
+    return 1 if options.check and missed else 0
+
+
+def report(results: dict[str, Any], overhead_ok: bool) -> None:
+    print("load average {:.2f} → {:.2f}".format(*results["load_average"]))
     o, t, i = results["overhead"], results["throughput"], results["inventory"]
     d = results["decompose"]
     print(f"remote call  p50 {o['remote_p50_ms']:.2f} ms  p99 {o['remote_p99_ms']:.2f} ms")
     print(f"local call   p50 {o['local_p50_ms']:.2f} ms  p99 {o['local_p99_ms']:.2f} ms")
-    print(f"overhead     p50 {o['overhead_p50_ms']:.2f} ms  ({o['calls']} calls each)")
+    print(
+        f"overhead     p50 {o['overhead_p50_ms']:.2f} ms  ({o['calls']} calls each) "
+        f"{'ok' if overhead_ok else 'over'} (≤ {OVERHEAD_TARGET_MS:.0f} ms)"
+    )
     print(
         f"  phases p50: hand-over (dispatched → accepted) {d['hand_over_p50_ms']:.2f} ms, "
-        f"worker run (accepted → last status) {d['worker_run_p50_ms']:.2f} ms, "
-        f"back (last status → outcome here) {d['back_p50_ms']:.2f} ms; "
+        f"checks (accepted → running) {d['worker_start_p50_ms']:.2f} ms, "
+        f"the skill on the worker (running → ended) {d['worker_run_p50_ms']:.2f} ms "
+        f"(here {d['local_run_p50_ms']:.2f} ms), "
+        f"back (ended → outcome here) {d['back_p50_ms']:.2f} ms; "
         f"{d['events_per_call']:.0f} events a call"
     )
     print(
@@ -369,4 +411,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
