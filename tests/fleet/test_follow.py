@@ -185,3 +185,26 @@ def test_a_replica_whose_listener_is_cut_polls_and_listens_again(
         data for _event, _id, data in Follower.replay(a, execution_id) if '"stderr"' in data
     ]
     wait_for(lambda: listeners(replicas.url) == 2, "both replicas to listen again", 10)
+
+
+def test_a_call_followed_while_it_awaits_approval_streams_live_once_another_replica_runs_it(
+    replicas: ReplicaSet, make_skill: MakeSkill
+) -> None:
+    folder = make_skill("talk", TALK, **{"class": "mutating"})
+    a = replicas.start("a", ONGRID_EVENT_FLUSH_MS="5000")
+    b = replicas.start("b", ONGRID_EVENT_FLUSH_MS="5000")
+    wait_for(lambda: listeners(replicas.url) == 2, "both replicas to listen for notices")
+    asked = a.call("POST", "/v1/skills/talk/execute", "olga", json={"args": {}})
+    assert asked.status_code == 202, asked.text
+    pending = asked.json()
+    here = Follower(a, pending["id"])  # on the replica it was asked on: nothing runs there yet
+    try:
+        here.start()
+        wait_for(lambda: here.saw("approval_pending"), "the follower to read the waiting call")
+        signed = b.call("POST", f"/v1/approvals/{pending['approval_id']}/approve", "oscar")
+        assert signed.status_code == 200, signed.text
+        wait_for(lambda: here.saw('"one"'), "the first line on the replica that waited", 3)
+    finally:
+        (folder / "go").touch()
+    here.join(timeout=30)
+    assert here.saw('"three"') and here.messages[-1][0] == "end"

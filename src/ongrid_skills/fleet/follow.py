@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
-from ongrid_skills.execution.records import Event
+from ongrid_skills.execution.records import Event, Status
 from ongrid_skills.execution.timeline import EventHub
 from ongrid_skills.fleet.notices import Notices
 from ongrid_skills.store.executions import ExecutionRepo
@@ -51,6 +51,8 @@ async def follow(
         return
     position = after
     asked = 0  # the listener's connection this follower last asked on
+    forwarded = False  # whether a live event came (someone forwards this call)
+    again = False  # ask again: the call runs now, and nobody forwards it yet
     with notices.subscribe(execution_id) as told:
         while True:
             if told.stored or not notices.connected or asked != notices.generation:
@@ -66,13 +68,17 @@ async def follow(
                     yield seq, event
                 if row is None or row.status.final:
                     return
+                # Asked while it waited (for an approval, a slot): its replica had nothing to
+                # forward then. Asked again at each change of its row until live events come.
+                again = not forwarded and row.status is Status.RUNNING
             if not notices.connected:
                 await asyncio.sleep(poll)
                 continue
-            if asked != notices.generation:
-                asked = notices.generation
+            if asked != notices.generation or again:
+                asked, again = notices.generation, False
                 await notices.ask(execution_id, position)
             await told.wait(QUIET_SECONDS)
+            forwarded = forwarded or bool(told.live)
             while told.live:
                 seq, event = told.live.popleft()
                 if seq <= position:
