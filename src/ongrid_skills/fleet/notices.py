@@ -48,13 +48,16 @@ import logging
 from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
-import psycopg
 from sqlalchemy.engine import URL
 
 from ongrid_skills.execution.records import Event
 from ongrid_skills.execution.timeline import EventHub, Timeline
 from ongrid_skills.store.executions import STORED_CHANNEL
+
+if TYPE_CHECKING:
+    import psycopg
 
 LOG = logging.getLogger("ongrid_skills.fleet")
 FOLLOW_CHANNEL = "ongrid_follow"
@@ -153,6 +156,8 @@ class Notices:
                 await sender.close()
 
     async def _listen(self) -> None:
+        import psycopg  # noqa: PLC0415  (only replicas on PostgreSQL pay for its import)
+
         delay = 0.1
         while True:
             try:
@@ -196,6 +201,8 @@ class Notices:
 
     async def _send(self, channel: str, body: str) -> bool:
         """One signed notice; False when it could not be sent (it is only an acceleration)."""
+        import psycopg  # noqa: PLC0415
+
         payload = f"{self._mac(channel, body)} {body}"
         async with self._send_lock:
             try:
