@@ -1,18 +1,29 @@
 """Replicas on PostgreSQL: how late a call's timeline reaches a client of another replica.
 
     .venv/bin/python bench/bench_replicas.py [--calls 5] [--lines 30] [--gap 0.1] [--flush-ms 500]
+                                             [--check]
 
 Starts a PostgreSQL server of its own (initdb, as the tests do: tests/support/postgres.py) and
 two `ongrid-skills serve` replicas on one database. A skill on replica A prints a line to stderr
 every ``--gap`` seconds, each holding the time it was printed; one SSE client follows the call on
 A (where it runs) and one on B. For each line: the delay from its print to its arrival at each
-client. The difference is what following from another replica adds (docs/fleet.md).
+client. The difference is what following from another replica adds (docs/fleet.md). Bar (SPEC
+§15): p50 on the other replica ≤ 100 ms.
+
+The store's write load, in the same run: the same calls are first followed on A only (nobody
+elsewhere: no live notices), then on A and B; for each half, the database's transactions
+(``xact_commit``: reads count too), rows written and WAL bytes per call (``pg_stat_database``,
+``pg_current_wal_lsn``). Following from another replica must not raise the rows written; its
+notices add a transaction each (a commit record, no fsync) and the other replica's reads.
+
+``--check``: exit 1 when the bar is missed.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -21,6 +32,8 @@ import time
 from pathlib import Path
 
 import httpx
+import psycopg
+from sqlalchemy.engine import make_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -57,18 +70,38 @@ def follow(url: str, token: str, arrivals: list[float]) -> None:
                     arrivals.append(now - float(data["line"]))
 
 
+TARGET_MS = 100.0
+
+
+def write_load(url: str) -> tuple[int, int, int]:
+    """The database's transactions, rows written (inserted + updated + deleted) and WAL position."""
+    target = make_url(url)
+    dsn = target.set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SELECT pg_stat_clear_snapshot()")
+        row = conn.execute(
+            "SELECT xact_commit, tup_inserted + tup_updated + tup_deleted,"
+            " pg_current_wal_lsn() - '0/0'::pg_lsn FROM pg_stat_database WHERE datname = %s",
+            (target.database,),
+        ).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1]), int(row[2])
+
+
 def percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", type=int, default=5)
     parser.add_argument("--lines", type=int, default=30)
     parser.add_argument("--gap", type=float, default=0.1)
     parser.add_argument("--flush-ms", type=int, default=500, help="ONGRID_EVENT_FLUSH_MS")
+    parser.add_argument("--check", action="store_true", help="exit 1 when the bar is missed")
     options = parser.parse_args()
+    load_start = os.getloadavg()[0]
     with running_postgres() as cluster, tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         url = cluster.fresh_database()
@@ -89,32 +122,56 @@ def main() -> None:
         b = start_serve(root / "b", env)
         here: list[float] = []
         there: list[float] = []
+        loads: dict[str, tuple[float, float, float]] = {}
         try:
-            for _ in range(options.calls):
-                started = httpx.post(
-                    f"{a.url}/v1/skills/ticker/execute",
-                    headers={"Authorization": f"Bearer {token}"},
-                    json={"wait": False},
-                    timeout=30,
-                ).json()
-                path = f"/v1/executions/{started['id']}/events"
-                threads = [
-                    threading.Thread(target=follow, args=(a.url + path, token, here)),
-                    threading.Thread(target=follow, args=(b.url + path, token, there)),
-                ]
-                for thread in threads:
-                    thread.start()
-                for thread in threads:
-                    thread.join()
+            for label, followers in (("followed on A only", (a,)), ("followed on A and B", (a, b))):
+                time.sleep(2)  # the statistics collector settles
+                before = write_load(url)
+                for _ in range(options.calls):
+                    started = httpx.post(
+                        f"{a.url}/v1/skills/ticker/execute",
+                        headers={"Authorization": f"Bearer {token}"},
+                        json={"wait": False},
+                        timeout=30,
+                    ).json()
+                    path = f"/v1/executions/{started['id']}/events"
+                    threads = [
+                        threading.Thread(
+                            target=follow,
+                            args=(r.url + path, token, here if r is a else there),
+                        )
+                        for r in followers
+                    ]
+                    for thread in threads:
+                        thread.start()
+                    for thread in threads:
+                        thread.join()
+                time.sleep(2)
+                after = write_load(url)
+                loads[label] = (
+                    (after[0] - before[0]) / options.calls,
+                    (after[1] - before[1]) / options.calls,
+                    (after[2] - before[2]) / options.calls,
+                )
         finally:
             stop(a)
             stop(b)
+    print(f"load average {load_start:.2f} → {os.getloadavg()[0]:.2f}")
     for name, values in (("the replica running the call", here), ("another replica", there)):
         print(
             f"{name:30} n={len(values):4}  p50 {statistics.median(values) * 1000:6.0f} ms"
             f"  p95 {percentile(values, 95) * 1000:6.0f} ms  max {max(values) * 1000:6.0f} ms"
         )
+    for label, (commits, rows, wal) in loads.items():
+        print(
+            f"store, {label:20}: {commits:5.1f} transactions, {rows:5.1f} rows written, "
+            f"{wal / 1024:6.1f} KiB of WAL per call"
+        )
+    p50 = statistics.median(there) * 1000
+    ok = p50 <= TARGET_MS
+    print(f"other replica p50 {p50:.0f} ms: {'ok' if ok else 'over'} (≤ {TARGET_MS:.0f} ms)")
+    return 0 if ok or not options.check else 1
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -39,6 +39,7 @@ from ongrid_skills.execution.runner import Runner, SubprocessRunner
 from ongrid_skills.execution.supervision import groups_dir_of
 from ongrid_skills.execution.timeline import EventHub
 from ongrid_skills.fleet import follow
+from ongrid_skills.fleet.notices import Notices
 from ongrid_skills.fleet.replica import Replica
 from ongrid_skills.governance.gate import admit, may_cancel
 from ongrid_skills.governance.principal import Principal
@@ -92,6 +93,12 @@ class Manager:
         ttl = settings.replica_lease_ttl_seconds
         self.replica = Replica(store, ttl=ttl) if settings.database_url else None
         self.replica_id = self.replica.id if self.replica is not None else None
+        #: On PostgreSQL, what wakes the followers of calls that run on other replicas.
+        self.notices = (
+            Notices(store.db.engine.url, self.hub, store.audit.sealer.subkey(b"notices"))
+            if store.db.dialect == "postgresql"
+            else None
+        )
         #: The data dir's credentials: what skills with slots are given (SPEC §18).
         self.credentials: Credentials = open_credentials(settings, store.credentials)
         #: The personas written at run time, merged into the registry (files win a name).
@@ -193,6 +200,8 @@ class Manager:
             self.desk.previews.abandoned()
         if self.replica is not None:
             self.replica.start()
+        if self.notices is not None:
+            self.notices.start()
 
     # ---- the one path ------------------------------------------------------------------------
     async def submit(
@@ -361,7 +370,9 @@ class Manager:
     def follow(self, execution_id: str, after: int = 0) -> AsyncIterator[tuple[int, Event]]:
         """The call's events after number ``after`` until it ends, wherever it runs (this
         process, another replica, another process on the data dir): see ``fleet.follow``."""
-        return follow.follow(self.hub, self.store.executions, execution_id, after)
+        return follow.follow(
+            self.hub, self.store.executions, execution_id, after, notices=self.notices
+        )
 
     async def cancel(self, execution_id: str, principal: Principal) -> Execution:
         execution = self.get(execution_id)
@@ -446,6 +457,8 @@ class Manager:
         self.desk.stop()
         if self.replica is not None:
             await self.replica.stop()
+        if self.notices is not None:
+            await self.notices.stop()
         await self.calls.stop()
         if self.replica is not None:  # after the calls above were recorded under its lease
             with contextlib.suppress(Exception):

@@ -55,3 +55,13 @@ def test_pruning_keeps_rows_for_the_retention(tmp_path: Path) -> None:
         ledger.finish(call_id, "succeeded")
     assert ledger.prune(now) == 1
     assert ledger.seen(a_call(id="new")) is not None
+
+
+def test_a_take_after_a_finish_still_waits_for_the_disk(tmp_path: Path) -> None:
+    ledger = Ledger(str(tmp_path))
+    ledger.take(a_call(id="first"), time.time())
+    ledger.finish("first", "succeeded")  # does not wait for the disk
+    assert ledger.synchronous == 2  # FULL: the next take is durable before its ack
+    ledger.take(a_call(id="second"), time.time())
+    again = Ledger(str(tmp_path))
+    assert again.interrupt_unfinished() == [("second", a_call(id="second").skill)]

@@ -57,6 +57,16 @@ class Timeline:
                 waiter.set_result(None)
         self.waiters.clear()
 
+    async def grown(self, position: int) -> None:
+        """Return once there are events after number ``position`` or the timeline finished."""
+        while position >= len(self.events) and not self.finished:
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self.waiters.add(waiter)
+            try:
+                await waiter
+            finally:
+                self.waiters.discard(waiter)
+
     async def follow(self, after: int = 0) -> AsyncIterator[tuple[int, Event]]:
         """The events after number ``after``, then live ones until the timeline finishes."""
         position = after

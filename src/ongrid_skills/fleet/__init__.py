@@ -4,7 +4,9 @@ Replicas:
 
 - :mod:`.replica`: this process's lease (a heartbeat row) and the calls of replicas whose lease
   expired, which become ``interrupted``.
-- :mod:`.follow`: the timeline of a call that runs in another process, followed through the store.
+- :mod:`.follow`: the timeline of a call that runs in another process, followed through the store;
+  :mod:`.notices`: LISTEN/NOTIFY between replicas, which wakes those followers and carries the
+  live events of a call followed from elsewhere (psycopg is imported only when it connects).
 
 Edge workers (the NATS client is imported only by these, and only with a fleet configured):
 

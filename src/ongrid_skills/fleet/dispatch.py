@@ -19,7 +19,8 @@ Hosts` (a watcher, re-made after every reconnection), reads the events stream of
    and the call fails ``host_offline`` if NATS never delivered it (it cannot run), else it is
    ``interrupted`` (the frozen host holds it, and runs it if it resumes before the expiry).
 4. The host's events enter the call's timeline as they come, in order (numbered; a repeated
-   number is dropped); the ``outcome`` message ends the call with the host's record of it.
+   number is dropped, one that comes before an earlier one waits for it); the ``outcome``
+   message ends the call with the host's record of it.
 5. A host that goes offline (no heartbeat for its TTL) or restarts (a new instance) while it
    runs the call makes it ``interrupted``; a cancel here sends a signed cancel to the host. From
    then on, whatever the host still sends about the call is ignored: its record is final.
@@ -52,7 +53,7 @@ from ongrid_skills.fleet.catalogue import Hosts
 from ongrid_skills.fleet.signing import CLOCK_SKEW_SECONDS, Call, new_nonce, sign
 from ongrid_skills.fleet.untaken import local as _local
 from ongrid_skills.fleet.untaken import when as _when
-from ongrid_skills.fleet.wire import apply_outcome, decode
+from ongrid_skills.fleet.wire import Message, apply_outcome, decode
 from ongrid_skills.governance.policy import signatures_for
 from ongrid_skills.metrics import Metrics
 from ongrid_skills.packs.keys import SigningKey
@@ -65,6 +66,9 @@ CONSUMER_INACTIVE_SECONDS = 3600.0
 FIRST_SNAPSHOT_SECONDS = 5.0
 CANCEL_PUBLISH_SECONDS = 2.0
 CLOSE_SECONDS = 5.0  # the longest a stop waits for the bus tasks and the NATS connection
+#: How many messages of one call may wait for an earlier one (a worker publishes what it has
+#: queued together; a retry can have a message stored after later ones).
+MAX_AHEAD = 10_000
 #: Extra time allowed for a host to take a call, beyond the signed expiry.
 TAKE_MARGIN_SECONDS = 2.0
 
@@ -85,6 +89,8 @@ class Pending:
     instance: str | None = None
     seq: int = 0
     parts: list[str] = field(default_factory=list)
+    #: Messages numbered past one not received yet (a worker's retry stored it later).
+    ahead: dict[int, Message] = field(default_factory=dict)
 
 
 class Fleet:
@@ -420,6 +426,16 @@ class Fleet:
         message = decode(msg.data)
         if message is None or message.seq <= pending.seq:
             return
+        if message.seq > pending.seq + 1:  # stored ahead of one retried: held until it comes
+            if len(pending.ahead) < MAX_AHEAD:
+                pending.ahead[message.seq] = message
+            return
+        self._take(pending, message)
+        while pending.seq + 1 in pending.ahead and not pending.done.done():
+            self._take(pending, pending.ahead.pop(pending.seq + 1))
+
+    def _take(self, pending: Pending, message: Message) -> None:
+        """The next message of a call, in order."""
         pending.seq = message.seq
         if message.type == "accepted":
             pending.accepted_at = time.time()

@@ -11,8 +11,11 @@ retried after a lost acknowledgement is stored once. Types:
   stdout may reach 16 MiB), in order;
 - ``outcome`` (last): the Execution's fields.
 
-:class:`Sender` publishes one call's messages in order, one at a time, retrying through a bus
-outage (the worker's calls must not be lost when NATS restarts); :func:`decode` reads one back.
+:class:`Sender` publishes one call's messages in order, those queued meanwhile together (without
+waiting for each acknowledgement in turn: they cost one round trip, not one each), retrying
+through a bus outage (the worker's calls must not be lost when NATS restarts); :func:`decode`
+reads one back. A retry may have JetStream store a message after a later one: the reader puts
+them back in order by their number.
 This module never runs a call and never decides what a message means for a record.
 """
 
@@ -159,14 +162,56 @@ class Sender:
     async def _drain(self) -> None:
         seq = 0
         while True:
-            body = await self._queue.get()
-            if body is None:
-                return
-            seq += 1
-            headers = {"Nats-Msg-Id": f"{self.call_id}:{seq}"}
-            if not await self._publish(body, headers):
+            items = [await self._queue.get()]
+            while not self._queue.empty():
+                items.append(self._queue.get_nowait())
+            last = items[-1] is None
+            batch = []
+            for body in items:
+                if body is not None:
+                    seq += 1
+                    batch.append((body, {"Nats-Msg-Id": f"{self.call_id}:{seq}"}))
+            if batch and not await self._publish_batch(batch):
                 LOG.error("call %s: its messages could not be sent; dropped", self.call_id)
                 return
+            if last:
+                return
+
+    async def _publish_batch(self, batch: list[tuple[bytes, dict[str, str]]]) -> bool:
+        """Publish what is queued without waiting for each acknowledgement in turn (one
+        connection: the server stores them in this order), then wait for them all. From the
+        first one not acknowledged on, each is published again, in order, until stored (its
+        message id makes a repeat a no-op): the manager puts back in order any that JetStream
+        stored after a later one."""
+        futures: list[asyncio.Future[Any]] = []
+        failed = len(batch)
+        try:
+            for body, headers in batch:
+                futures.append(await self.js.publish_async(self.subject, body, headers=headers))
+            for index, future in enumerate(futures):
+                try:
+                    await asyncio.wait_for(future, PUBLISH_TIMEOUT)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    LOG.debug("call %s: publish to be retried: %s", self.call_id, exc)
+                    failed = index
+                    break
+            else:
+                return True
+        except asyncio.CancelledError:
+            for future in futures:
+                future.cancel()
+            raise
+        except Exception as exc:  # the bus is away: publish_async itself failed
+            LOG.debug("call %s: publish to be retried: %s", self.call_id, exc)
+            failed = min(failed, len(futures))
+        for future in futures:
+            future.cancel()  # a no-op for those acknowledged; frees the others' places
+        for body, headers in batch[failed:]:
+            if not await self._publish(body, headers):
+                return False
+        return True
 
     async def _publish(self, body: bytes, headers: dict[str, str]) -> bool:
         deadline = time.monotonic() + GIVE_UP_SECONDS

@@ -89,6 +89,7 @@ class Worker:
     tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     _nc: Client | None = None
     _kv: KeyValue | None = None
+    _jsctx: Any = None
     _cut_off_at: float | None = None
     _started_at: float = field(default_factory=time.time)
     _stopping: asyncio.Event = field(default_factory=asyncio.Event)
@@ -323,8 +324,12 @@ class Worker:
         asyncio.get_running_loop().create_task(sender.close())
 
     def _js(self) -> Any:
+        """One JetStream context for every call's sender: its asynchronous publications
+        share one reply subscription (a context per call would leave one behind each)."""
         assert self._nc is not None
-        return self._nc.jetstream()
+        if self._jsctx is None:
+            self._jsctx = self._nc.jetstream()
+        return self._jsctx
 
     async def _run(self, call: Call) -> None:
         sender = Sender(self._js(), f"{call.reply}.{call.id}", call.id)
@@ -343,11 +348,11 @@ class Worker:
             execution.finished_at = time.time()
             sender.event(Event("status", {"status": execution.status.value}))
         finally:
+            sender.finish(execution)  # queued first: the manager waits for it, not the ledger
             try:
                 self.ledger.finish(call.id, execution.status.value)
             except Exception:  # the call stays "taken": it is never run again either way
                 LOG.exception("call %s: its end could not be written to the ledger", call.id)
-            sender.finish(execution)
             await asyncio.shield(sender.close())
 
     async def _execute(self, call: Call, execution: Execution, sender: Sender) -> bool:

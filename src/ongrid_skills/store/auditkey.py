@@ -45,6 +45,13 @@ class Sealer:
         # another key is refused with a clear message); it reveals nothing about the key.
         self.key_id = hmac.new(key, _KEY_ID_LABEL, hashlib.sha256).hexdigest()[:16]
 
+    def subkey(self, label: bytes) -> bytes:
+        """A key for another use, derived from this one (HMAC of ``label``): replicas sharing
+        the audit key share it, and it reveals nothing about the audit key."""
+        mac = self._base.copy()
+        mac.update(b"subkey:" + label)
+        return mac.digest()
+
     def seal(self, prev: str, body: str) -> str:
         mac = self._base.copy()  # cheaper than hmac.new: the key schedule is done once
         mac.update((prev + body).encode())

@@ -70,6 +70,8 @@ _INSERT_COLUMNS = (
     "replica_id",
 )
 _EVENT_COLUMNS = ("execution_id", "seq", "ts", "type", "data")
+#: The PostgreSQL channel told, on commit, that a call's row or events changed (payload: its id).
+STORED_CHANNEL = "ongrid_stored"
 
 
 def _params(row: dict[str, Any], columns: Sequence[str]) -> tuple[Any, ...]:
@@ -145,6 +147,7 @@ class ExecutionRepo:
             "executions", _UPDATABLE, "id", "replica_id", "status"
         )
         self._events_sql = raw.insert_sql("execution_events", _EVENT_COLUMNS)
+        self._notify = db.dialect == "postgresql"
 
     def insert(
         self,
@@ -173,6 +176,7 @@ class ExecutionRepo:
         ``held_by``: only while the row is still ``running`` on that replica — False, and
         nothing written, when another replica has ended it meanwhile (its lease had expired)."""
         row = to_row(execution)
+        self.stored(conn, execution.id)
         if held_by is None:
             params = (*_params(row, _UPDATABLE), execution.id)
             return bool(self.db.raw.run(conn, self._update_sql, params).rowcount)
@@ -186,6 +190,15 @@ class ExecutionRepo:
         if events:
             rows = [(execution_id, seq, e.ts, e.type, dumps(e.data)) for seq, e in events]
             self.db.raw.run_many(conn, self._events_sql, rows)
+            self.stored(conn, execution_id)
+
+    def stored(self, conn: Connection, execution_id: str) -> None:
+        """On PostgreSQL: tell the listening replicas, when this transaction commits, that the
+        call's row or events changed (:data:`STORED_CHANNEL`; repeats within one transaction
+        are sent once). It rides the transaction: no commit of its own, nothing when it rolls
+        back. Nothing on SQLite (one process: its followers poll)."""
+        if self._notify:
+            self.db.raw.run(conn, "SELECT pg_notify(%s, %s)", (STORED_CHANNEL, execution_id))
 
     def last_seq(self, conn: Connection, execution_id: str) -> int:
         """The highest event number stored for an execution (0 when it has none)."""

@@ -1,0 +1,72 @@
+"""The manager's reading of a call's messages (SPEC §17): in their numbered order.
+
+A worker publishes what it has queued without waiting for each acknowledgement in turn; after a
+failed acknowledgement it publishes again from that message on, so JetStream may store a
+message after a later one. The manager must still put them in the call's timeline in order,
+and end the call on its outcome only once every earlier message came in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+
+import nats
+
+from ongrid_skills.execution.records import Event, Execution
+from ongrid_skills.fleet.dispatch import Fleet, Pending
+from ongrid_skills.fleet.signing import manager_key
+from ongrid_skills.metrics import Metrics
+from tests.support.nats import NatsServer
+from tests.support.server import make_settings
+from tests.support.waiting import until
+
+
+def message(seq: int, kind: str, data: dict[str, object]) -> bytes:
+    return json.dumps({"seq": seq, "type": kind, "data": data, "ts": time.time()}).encode()
+
+
+def test_messages_stored_out_of_order_enter_the_timeline_in_order(
+    tmp_path: Path, nats_server: NatsServer, fleet_prefix: str
+) -> None:
+    settings = make_settings(
+        tmp_path, tmp_path, nats_url=nats_server.url, fleet_prefix=fleet_prefix
+    )
+
+    async def scenario() -> tuple[list[Event], object]:
+        fleet = Fleet(settings, manager_key(settings), "m1", Metrics())
+        await fleet.start()
+        seen: list[Event] = []
+        execution = Execution(skill="noop", args={}, id="c1")
+        loop = asyncio.get_running_loop()
+        pending = Pending(execution, "web-1", seen.append, loop.create_future())
+        fleet.pending["c1"] = pending
+        nc = await nats.connect(nats_server.url)
+        try:
+            js = nc.jetstream()
+            subject = f"{fleet.names.reply_prefix('m1')}.c1"
+            sent = [
+                (1, "accepted", {"host": "web-1"}),
+                (3, "stderr", {"line": "second"}),
+                (4, "outcome", {"status": "succeeded", "has_result": False}),
+                (2, "stderr", {"line": "first"}),
+            ]
+            for seq, kind, data in sent:
+                headers = {"Nats-Msg-Id": f"c1:{seq}"}
+                await js.publish(subject, message(seq, kind, data), headers=headers)
+            outcome = await asyncio.wait_for(pending.done, 10)
+            await until(lambda: len(seen) >= 3, "the events of the call", 5)
+        finally:
+            await nc.close()
+            await fleet.close()
+        return seen, outcome
+
+    seen, outcome = asyncio.run(scenario())
+    assert [(e.type, e.data.get("line")) for e in seen] == [
+        ("accepted", None),
+        ("stderr", "first"),
+        ("stderr", "second"),
+    ]
+    assert outcome == ({"status": "succeeded", "has_result": False}, None)
