@@ -19,23 +19,15 @@ from ongrid_skills.manager import Manager
 from ongrid_skills.runtime import open_manager
 from ongrid_skills.settings import Settings
 from ongrid_skills.types import Role
-from tests.support.llm import API_KEY, FakeLLM
+from tests.support.llm import API_KEY, MODEL, FakeLLM, llm_settings
 from tests.support.server import make_settings
 
-MODEL = "test-model"
 OLGA = Principal("olga", Role.OPERATOR)
 OSCAR = Principal("oscar", Role.OPERATOR)
 
 
 def agent_settings(tmp_path: Path, skills_root: Path, fake: FakeLLM, **overrides: Any) -> Settings:
-    values: dict[str, Any] = {
-        "llm_provider": fake.flavour,
-        "llm_base_url": fake.url,
-        "llm_model": MODEL,
-        "llm_api_key": API_KEY,
-        "llm_max_retries": 0,
-        "llm_timeout_seconds": 30,
-    }
+    values: dict[str, Any] = llm_settings(fake, llm_timeout_seconds=30)
     values.update(overrides)
     return make_settings(tmp_path, skills_root, **values)
 

@@ -21,6 +21,7 @@ import pytest
 from tests.support.http import serve
 
 API_KEY = "sk-test-key"
+MODEL = "test-model"
 
 
 @dataclass
@@ -380,6 +381,19 @@ class FakeLLM:
 def _pieces(text: str, size: int = 7) -> Iterator[str]:
     for start in range(0, len(text), size):
         yield text[start : start + size]
+
+
+def llm_settings(fake: FakeLLM, **more: Any) -> dict[str, Any]:
+    """The settings that point an agent (or a reviewer) at ``fake``, with no retries, and
+    ``more`` on top."""
+    return {
+        "llm_provider": fake.flavour,
+        "llm_base_url": fake.url,
+        "llm_model": MODEL,
+        "llm_api_key": API_KEY,
+        "llm_max_retries": 0,
+        **more,
+    }
 
 
 def system_of(body: dict[str, Any]) -> str:

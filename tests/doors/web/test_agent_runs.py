@@ -10,9 +10,8 @@ from typing import Any
 import pytest
 from markupsafe import escape
 
-from tests.support.agent import MODEL
 from tests.support.browser import Console, console_server
-from tests.support.llm import API_KEY, FakeLLM, Reply, call
+from tests.support.llm import FakeLLM, Reply, call, llm_settings
 from tests.support.waiting import wait_for
 
 
@@ -25,14 +24,7 @@ def fake() -> Iterator[FakeLLM]:
 @pytest.fixture(scope="module")
 def console(tmp_path_factory: pytest.TempPathFactory, fake: FakeLLM) -> Iterator[Console]:
     """The console of ``tests.support.browser`` whose agent talks to the scripted LLM."""
-    llm = {
-        "llm_provider": fake.flavour,
-        "llm_base_url": fake.url,
-        "llm_model": MODEL,
-        "llm_api_key": API_KEY,
-        "llm_max_retries": 0,
-        "llm_timeout_seconds": 30,
-    }
+    llm = llm_settings(fake, llm_timeout_seconds=30)
     with console_server(tmp_path_factory.mktemp("console"), **llm) as served:
         yield served
 

@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, Locator, Page, expect
 
-from tests.support.agent import MODEL
 from tests.support.browser import (
     PHONE,
     SCREENSHOTS,
@@ -26,7 +25,7 @@ from tests.support.browser import (
     watched_page,
 )
 from tests.support.hostile import HOSTILE_TEXT, write_hostile_skill
-from tests.support.llm import API_KEY, FakeLLM, PersonaScripts, Reply, call
+from tests.support.llm import FakeLLM, PersonaScripts, Reply, call, llm_settings
 from tests.support.skills import write_persona
 from tests.support.waiting import wait_for
 
@@ -53,15 +52,9 @@ def console(tmp_path_factory: pytest.TempPathFactory, fake: FakeLLM) -> Iterator
     base = tmp_path_factory.mktemp("console")
     extra = base / "more-personas"
     write_persona(extra, "commander", "dual-sign-required")
-    llm = {
-        "llm_provider": fake.flavour,
-        "llm_base_url": fake.url,
-        "llm_model": MODEL,
-        "llm_api_key": API_KEY,
-        "llm_max_retries": 0,
-        "llm_timeout_seconds": 30,
-        "persona_dirs": (str(base / "personas"), str(extra)),
-    }
+    llm = llm_settings(
+        fake, llm_timeout_seconds=30, persona_dirs=(str(base / "personas"), str(extra))
+    )
     with console_server(base, more_skills=write_hostile_skill, **llm) as served:
         yield served
 

@@ -10,20 +10,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import anyio
-import httpx2
 import mcp_types as types
 import pytest
 from click.testing import CliRunner
-from mcp.client.session import ClientSession
-from mcp.client.streamable_http import streamable_http_client
 from playwright.sync_api import Browser, expect
 
 from ongrid_skills.doors.cli.main import cli
 from ongrid_skills.notify.messages import PREVIEW_RESULT_CHARS
-from tests.support.agent import MODEL
 from tests.support.browser import Console, PageGuard, console_server, login, watched_page
-from tests.support.llm import API_KEY, FakeLLM, Reply, call
+from tests.support.console_calls import mcp_execution, request
+from tests.support.llm import FakeLLM, Reply, call, llm_settings
 from tests.support.skills import write_exec, write_persona, write_skill
 from tests.support.waiting import wait_for
 from tests.support.webhooks import Receiver, receiving
@@ -71,27 +67,14 @@ def hooks() -> Iterator[Receiver]:
 def console(
     tmp_path_factory: pytest.TempPathFactory, fake: FakeLLM, hooks: Receiver
 ) -> Iterator[Console]:
-    overrides: dict[str, Any] = {
-        "llm_provider": fake.flavour,
-        "llm_base_url": fake.url,
-        "llm_model": MODEL,
-        "llm_api_key": API_KEY,
-        "llm_max_retries": 0,
-        "reviewer_persona": "gatekeeper",
-        "approval_webhooks": (hooks.url,),
-    }
+    overrides: dict[str, Any] = llm_settings(
+        fake, reviewer_persona="gatekeeper", approval_webhooks=(hooks.url,)
+    )
     base = tmp_path_factory.mktemp("previewed")
     with console_server(
         base, example_skills=False, more_skills=write_skills, **overrides
     ) as served:
         yield served
-
-
-def request(console: Console, skill: str) -> str:
-    response = console.rest("POST", f"/v1/skills/{skill}/execute", "olga", json={"args": {}})
-    assert response.status_code == 202, response.text
-    approval_id: str = response.json()["approval_id"]
-    return approval_id
 
 
 def previewed(console: Console, approval_id: str) -> dict[str, Any]:
@@ -101,20 +84,6 @@ def previewed(console: Console, approval_id: str) -> dict[str, Any]:
         return body if run.get("status") in ("done", "failed") else None
 
     return wait_for(ended, "the request's preview", 15)
-
-
-def mcp_result(console: Console, execution_id: str) -> types.CallToolResult:
-    async def call() -> types.CallToolResult:
-        headers = {"Authorization": f"Bearer {console.tokens['olga']}"}
-        async with (
-            httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30)) as http,
-            streamable_http_client(console.url + "/mcp", http_client=http) as (read, write, *_),
-            ClientSession(read, write) as client,
-        ):
-            await client.initialize()
-            return await client.call_tool("get_execution", {"id": execution_id})
-
-    return anyio.run(call)
 
 
 def test_the_preview_shows_over_rest_the_cli_mcp_the_webhook_and_to_the_reviewer(
@@ -141,7 +110,7 @@ def test_the_preview_shows_over_rest_the_cli_mcp_the_webhook_and_to_the_reviewer
     assert shown.exit_code == 0, shown.output
     assert json.loads(shown.stdout)["preview"]["run"] == run
 
-    result = mcp_result(console, body["execution_id"])
+    result = mcp_execution(console, body["execution_id"])
     assert result.structured_content is not None
     assert result.structured_content["preview"] == run
     sentence = result.content[-1]

@@ -10,20 +10,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import anyio
-import httpx2
 import mcp_types as types
 import pytest
 from click.testing import CliRunner
-from mcp.client.session import ClientSession
-from mcp.client.streamable_http import streamable_http_client
 from playwright.sync_api import Browser, expect
 
 from ongrid_skills.doors.cli.main import cli
 from ongrid_skills.notify.messages import NOTE_CHARS
-from tests.support.agent import MODEL
 from tests.support.browser import Console, PageGuard, console_server, login, watched_page
-from tests.support.llm import API_KEY, FakeLLM, Reply, call
+from tests.support.console_calls import mcp_execution, request
+from tests.support.llm import FakeLLM, Reply, call, llm_settings
 from tests.support.skills import write_persona
 from tests.support.waiting import wait_for
 from tests.support.webhooks import Receiver, receiving
@@ -58,26 +54,13 @@ def console(
     def reviewer_persona(skills: Path) -> None:
         write_persona(skills.parent / "personas", "gatekeeper", body="You judge requests.")
 
-    overrides: dict[str, Any] = {
-        "llm_provider": fake.flavour,
-        "llm_base_url": fake.url,
-        "llm_model": MODEL,
-        "llm_api_key": API_KEY,
-        "llm_max_retries": 0,
-        "reviewer_persona": "gatekeeper",
-        "approval_webhooks": (hooks.url,),
-    }
+    overrides: dict[str, Any] = llm_settings(
+        fake, reviewer_persona="gatekeeper", approval_webhooks=(hooks.url,)
+    )
     with console_server(
         base, example_skills=False, more_skills=reviewer_persona, **overrides
     ) as served:
         yield served
-
-
-def request(console: Console, skill: str) -> str:
-    response = console.rest("POST", f"/v1/skills/{skill}/execute", "olga", json={"args": {}})
-    assert response.status_code == 202, response.text
-    approval_id: str = response.json()["approval_id"]
-    return approval_id
 
 
 def reviewed(console: Console, approval_id: str) -> dict[str, Any]:
@@ -94,22 +77,6 @@ def cli_out(console: Console, *args: str) -> str:
     result = CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     return result.stdout  # stderr says where it asked (→ URL)
-
-
-def mcp_result(console: Console, approval_id: str) -> types.CallToolResult:
-    """``get_execution`` of the request over the MCP HTTP door, as olga."""
-
-    async def call() -> types.CallToolResult:
-        headers = {"Authorization": f"Bearer {console.tokens['olga']}"}
-        async with (
-            httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30)) as http,
-            streamable_http_client(console.url + "/mcp", http_client=http) as (read, write, *_),
-            ClientSession(read, write) as client,
-        ):
-            await client.initialize()
-            return await client.call_tool("get_execution", {"id": approval_id})
-
-    return anyio.run(call)
 
 
 def test_the_opinion_shows_over_rest_the_cli_mcp_and_the_webhook_masked_and_cut_there(
@@ -129,7 +96,7 @@ def test_the_opinion_shows_over_rest_the_cli_mcp_and_the_webhook_masked_and_cut_
     [row] = [r for r in rows if r.startswith(approval_id)]
     assert "approve" in row.split()
 
-    result = mcp_result(console, approval_id)
+    result = mcp_execution(console, approval_id)
     assert result.structured_content is not None
     assert result.structured_content["review"] == review
     sentence = result.content[-1]

@@ -1,0 +1,36 @@
+"""Calls a test makes to a served console's other doors: a request over REST, a look at an
+execution over the MCP HTTP door."""
+
+from __future__ import annotations
+
+import anyio
+import httpx2
+import mcp_types as types
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+from tests.support.browser import Console
+
+
+def request(console: Console, skill: str, who: str = "olga") -> str:
+    """Ask for ``skill`` (no args) as ``who``; the call must wait for approval: its request id."""
+    response = console.rest("POST", f"/v1/skills/{skill}/execute", who, json={"args": {}})
+    assert response.status_code == 202, response.text
+    approval_id: str = response.json()["approval_id"]
+    return approval_id
+
+
+def mcp_execution(console: Console, execution_id: str, who: str = "olga") -> types.CallToolResult:
+    """``get_execution`` of ``execution_id`` over the MCP HTTP door, as ``who``."""
+
+    async def call() -> types.CallToolResult:
+        headers = {"Authorization": f"Bearer {console.tokens[who]}"}
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30)) as http,
+            streamable_http_client(console.url + "/mcp", http_client=http) as (read, write, *_),
+            ClientSession(read, write) as client,
+        ):
+            await client.initialize()
+            return await client.call_tool("get_execution", {"id": execution_id})
+
+    return anyio.run(call)
