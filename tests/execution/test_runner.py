@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 import ongrid_skills
-from ongrid_skills.execution import runner as runner_module
+from ongrid_skills.execution import child_call as call_module
 from ongrid_skills.execution.records import Event, Status
 from ongrid_skills.execution.runner import RunOutcome, SpawnSpec, SubprocessRunner
 from ongrid_skills.execution.spawner import ENV_SWITCH, Child
@@ -1316,7 +1316,7 @@ def test_a_cancelled_call_whose_child_outlives_its_sigkill_is_reaped_after_its_l
 ) -> None:
     # A child in uninterruptible sleep can take longer than ABANDON_REAP_SECONDS to die once
     # killed; the loop that ran the call may be gone by then. Here every child counts as slow.
-    monkeypatch.setattr(runner_module, "exits_within", lambda _pidfd, _seconds: False)
+    monkeypatch.setattr(call_module, "exits_within", lambda _pidfd, _seconds: False)
     spec = script_skill(root, CANCEL_SCRIPT, timeout=30)
     folder = root / "skill"
     zombies_before = zombie_children()
@@ -1339,8 +1339,8 @@ def test_a_cancelled_slow_child_is_reaped_by_the_loop_when_no_thread_can_be_star
     def no_thread(_pidfd: int, _then: object) -> None:
         raise RuntimeError("can't start new thread")
 
-    monkeypatch.setattr(runner_module, "exits_within", lambda _pidfd, _seconds: False)
-    monkeypatch.setattr(runner_module, "after_exit", no_thread)
+    monkeypatch.setattr(call_module, "exits_within", lambda _pidfd, _seconds: False)
+    monkeypatch.setattr(call_module, "after_exit", no_thread)
     spec = script_skill(root, CANCEL_SCRIPT, timeout=30)
     folder = root / "skill"
     zombies_before = zombie_children()
