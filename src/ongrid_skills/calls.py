@@ -10,7 +10,9 @@ kept live in the hub and persisted in batches. A cancelled call (or one cut by a
 :meth:`Calls.prepare` builds what the runner receives for one call (:class:`Launch`): the one
 place where per-call preparation plugs in. A request's preview (SPEC §20) goes the same way
 (:meth:`Calls.preview`): a safe call of the skill's dry run, prepared and launched like the real
-call (same credentials, same confinement), with its own timeout, never recorded as a call.
+call (same credentials, same confinement), with its own timeout, never recorded as a call; a
+host skill's preview goes to the request's host as a safe call marked as its preview, and that
+host runs the preview it announced.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from ongrid_skills.execution.timeline import EventHub, Timeline
 from ongrid_skills.governance.principal import Principal
 from ongrid_skills.metrics import Metrics
 from ongrid_skills.settings import Settings
-from ongrid_skills.skills.model import Skill
+from ongrid_skills.skills.model import HOST_ARG, Skill
 from ongrid_skills.skills.persona import Persona
 from ongrid_skills.skills.registry import Registry
 from ongrid_skills.store import Store
@@ -156,11 +158,11 @@ class Calls:
         self, execution: Execution, skill: Skill, done: Callable[[Execution], object]
     ) -> None:
         spec = skill.preview
-        # A host skill's preview would run on its host, which knows no preview: never sent.
-        assert spec is not None and skill.placement is None, f"no preview of {skill.name} here"
+        assert spec is not None, f"no preview of {skill.name}"
         dry = dataclasses.replace(
             skill,
             skill_class=SkillClass.SAFE,
+            confirmation_required=False,
             target=spec.target or skill.target,
             timeout_seconds=spec.timeout_seconds,
             preview=None,
@@ -171,6 +173,8 @@ class Calls:
             persona=execution.persona,
             requested_by=execution.requested_by,
         )
+        if skill.placement is not None and isinstance(run.args, dict):  # on the request's host
+            run.args[HOST_ARG] = execution.args.get(HOST_ARG)
         run.credentials = execution.credentials  # the credentials the request binds
         violations = dry.validate(run.args)
         try:
@@ -183,7 +187,11 @@ class Calls:
                 run.error = ErrorInfo("skill_changed", f"{dry.target.entry} changed since load")
             else:
                 async with self.slots:
-                    await self._launch(self.prepare(run, dry), lambda _event: None)
+                    launch = self.prepare(run, dry)
+                    if launch.fleet is not None:  # its host runs the preview it announced
+                        await launch.fleet.run(dry, run, lambda _event: None, preview=True)
+                    else:
+                        await self._launch(launch, lambda _event: None)
         except asyncio.CancelledError:
             self._cancelled(run, lambda _event: None, "the preview was cancelled")
             raise

@@ -274,8 +274,8 @@ class Manager:
                     self._audit_refusal(principal, name, persona, exc)
                     raise
                 execution.args, preview = prepared.args, prepared.preview
-            # Its dry run starts with the request (SPEC §20), here: never sent to a host.
-            plan = skill.preview if skill.placement is None else None
+            # Its dry run starts with the request (SPEC §20), here or on the request's host.
+            plan = skill.preview
             if plan is not None:
                 preview = {**(preview or {}), "run": previewing(self.clock(), plan.timeout_seconds)}
             requested = self.desk.request(

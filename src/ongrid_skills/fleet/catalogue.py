@@ -387,6 +387,7 @@ def _skill(record: SkillRecord, placement: Placement, known: list[str]) -> Skill
         scope=SCOPE_HOST,
         placement=placement,
         sandbox=record.sandbox,
+        preview=record.preview,
     )
 
 

@@ -296,8 +296,13 @@ class Fleet:
             self.metrics.host_call(host, status, None)
 
     # ---- calls -----------------------------------------------------------------------------
-    async def run(self, skill: Skill, execution: Execution, emit: EventSink) -> None:
-        """Run one admitted call of a host skill on its host; fill ``execution`` in place."""
+    async def run(
+        self, skill: Skill, execution: Execution, emit: EventSink, *, preview: bool = False
+    ) -> None:
+        """Run one admitted call of a host skill on its host; fill ``execution`` in place.
+        ``preview``: the preview of a request (SPEC §20), sent as a safe call marked so: the
+        host runs the preview it declared (its args merged over these, or its preview entry),
+        never the real call."""
         started = time.monotonic()
         execution.status = Status.RUNNING
         execution.started_at = time.time()
@@ -323,6 +328,7 @@ class Fleet:
             expires_at=now + self.ttl,
             reply=self.names.reply_prefix(self.id),
             credentials=dict(skill.placement.credentials) if skill.placement else {},
+            preview=preview,
         )
         loop = asyncio.get_running_loop()
         pending = Pending(execution, host, emit, loop.create_future())

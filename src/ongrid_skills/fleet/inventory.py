@@ -10,12 +10,15 @@ A worker writes one entry under its host id, again at every heartbeat, signed wi
                  "class": "mutating", "kind": "subprocess", "category": …, "schema": {…},
                  "timeout_seconds": 60, "when_to_use": null, "confirmation_required": false,
                  "env_allow": ["LANG"], "entry": "<sha256 of the entry's bytes>",
-                 "builtin": null, "sandbox": {"profile": "strict", …} (absent: none declared)}]}
+                 "builtin": null, "sandbox": {"profile": "strict", …} (absent: none declared),
+                 "preview": {"args": {…}, "timeout_seconds": 10} or {"entry": "<sha256 of the
+                 preview entry's bytes>", "timeout_seconds": 10} (absent: none declared)}]}
 
 Only the worker's ``scope: host`` skills that are available are announced. The *fleet definition
 hash* is the SHA-256 of the record itself (every field above but the hash, canonical JSON): name,
 description, class, kind, category, schema, timeout, when to use, confirmation, allowed
-environment, the sandbox declaration, and the entry's bytes (or the built-in's name); not where
+environment, the sandbox declaration, the preview (its args, or its entry's bytes, and its
+timeout), and the entry's bytes (or the built-in's name); not where
 the files sit (paths, inodes, times). So one skill deployed on two hosts has one hash, an edited
 one another, and no two records with one hash can differ in anything the gate reads: a manager
 recomputes the hash of each record it reads and refuses one that does not match. A manager binds
@@ -34,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ongrid_skills.fleet.bus import host_id_problem
-from ongrid_skills.skills.model import SCOPE_HOST, Skill
+from ongrid_skills.skills.model import SCOPE_HOST, PreviewSpec, Skill
 from ongrid_skills.skills.sandbox import SandboxProblem, SandboxSpec, parse_sandbox
 from ongrid_skills.skills.schemas import schema_problem
 from ongrid_skills.skills.skill_json import MAX_NAME_LENGTH, NAME_RE
@@ -51,8 +54,10 @@ KINDS = ("subprocess", "native")
 DEFINITION_FIELDS = (
     "name", "description", "class", "kind", "category", "schema", "timeout_seconds",
     "when_to_use", "confirmation_required", "env_allow", "entry", "builtin", "credentials",
-    "sandbox",
+    "sandbox", "preview",
 )  # fmt: skip
+#: Optional fields left out of the hash when undeclared: the hashes of older records hold.
+OPTIONAL_FIELDS = ("sandbox", "preview")
 
 
 def definition_of(skill: Skill, credentials: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -76,14 +81,28 @@ def definition_of(skill: Skill, credentials: Mapping[str, str] | None = None) ->
         "builtin": f"{builtin.__module__}.{builtin.__qualname__}" if builtin else None,
         "credentials": dict(sorted(credentials.items())) if credentials else None,
         "sandbox": skill.sandbox.to_dict() if skill.sandbox else None,
+        "preview": preview_of(skill),
     }
+
+
+def preview_of(skill: Skill) -> dict[str, Any] | None:
+    """A skill's preview as announced (SPEC §20): its args, or the digest of its preview
+    entry's bytes (the path stays on the host: the loader confined it to the skill's folder),
+    and its timeout; None when it declares none."""
+    spec = skill.preview
+    if spec is None:
+        return None
+    if spec.target is not None:
+        return {"entry": spec.target.content_digest(), "timeout_seconds": spec.timeout_seconds}
+    return {"args": spec.args, "timeout_seconds": spec.timeout_seconds}
 
 
 def hash_of(definition: Mapping[str, Any]) -> str:
     """The definition hash of a record: SHA-256 of its definition fields, canonical JSON."""
     body = {key: definition.get(key) for key in DEFINITION_FIELDS}
-    if body["sandbox"] is None:  # absent when undeclared: older hashes still hold
-        del body["sandbox"]
+    for key in OPTIONAL_FIELDS:  # absent when undeclared: older hashes still hold
+        if body[key] is None:
+            del body[key]
     raw = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(raw.encode()).hexdigest()
 
@@ -129,6 +148,8 @@ class SkillRecord:
     credentials: tuple[tuple[str, str], ...] = ()
     #: What the host's kernel lets a call of it touch (SPEC §20), as the host declares it.
     sandbox: SandboxSpec | None = None
+    #: Its preview as the host announces it (:func:`preview_of`); run on that host only.
+    preview: PreviewSpec | None = None
 
 
 @dataclass(slots=True)
@@ -241,6 +262,7 @@ def _record(item: dict[str, Any], name: str, digest: str) -> SkillRecord:
         sandbox = parse_sandbox(item.get("sandbox"))
     except SandboxProblem as exc:
         raise BadEntry(f"skill {name}: sandbox {exc}") from None
+    preview = _preview(item.get("preview"), name, timeout)
     try:
         recomputed = hash_of(item)
     except (TypeError, ValueError, RecursionError):
@@ -260,7 +282,33 @@ def _record(item: dict[str, Any], name: str, digest: str) -> SkillRecord:
         confirmation_required=item.get("confirmation_required") is True,
         credentials=tuple(sorted(names.items())),
         sandbox=sandbox,
+        preview=preview,
     )
+
+
+def _preview(raw: Any, name: str, skill_timeout: int) -> PreviewSpec | None:
+    """An announced preview, checked: ``args`` (a non-empty object) or ``entry`` (a SHA-256),
+    and a timeout within the skill's. On the manager it only says a preview exists, its args
+    and its timeout: the host runs it, with its own copy of what it announced."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or set(raw) - {"args", "entry", "timeout_seconds"}:
+        raise BadEntry(f"skill {name}: preview must be an object of args or entry, and a timeout")
+    timeout = raw.get("timeout_seconds")
+    if type(timeout) is not int or not 0 < timeout <= skill_timeout:
+        raise BadEntry(f"skill {name}: preview.timeout_seconds must be within the skill's")
+    args, entry = raw.get("args"), raw.get("entry")
+    if ("args" in raw) == ("entry" in raw):
+        raise BadEntry(f"skill {name}: preview needs exactly one of args and entry")
+    if "args" in raw:
+        if not isinstance(args, dict) or not args:
+            raise BadEntry(f"skill {name}: preview.args must be a non-empty object")
+        return PreviewSpec(timeout_seconds=timeout, args=args)
+    if entry is not None and (  # None: the file changed since its load (it will not run)
+        not isinstance(entry, str) or len(entry) != 64 or entry.strip("0123456789abcdef")
+    ):
+        raise BadEntry(f"skill {name}: preview.entry must be the SHA-256 of its bytes")
+    return PreviewSpec(timeout_seconds=timeout)
 
 
 def _text(data: Mapping[str, Any], key: str, limit: int) -> str:

@@ -67,9 +67,15 @@ class Call:
     reply: str  # the subject prefix the worker sends the call's events under
     #: Slot -> the credential the host must give the call (names only; never a value).
     credentials: dict[str, str] = field(default_factory=dict)
+    #: A request's preview (SPEC §20): run the skill's declared preview, as a safe call with
+    #: no signature, never its real call (the worker checks the skill declares one).
+    preview: bool = False
 
     def encode(self) -> bytes:
-        return json.dumps(asdict(self), ensure_ascii=False, separators=(",", ":")).encode()
+        body = asdict(self)
+        if not self.preview:  # absent from a real call: a worker older than previews takes it
+            del body["preview"]
+        return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def new_nonce() -> str:
@@ -162,6 +168,8 @@ def _parse(body: bytes) -> Call:
         isinstance(k, str) and isinstance(v, str) for k, v in names.items()
     ):
         raise Refused("malformed", "a signed message whose credentials are not names")
+    if not isinstance(call.preview, bool):
+        raise Refused("malformed", "a signed message whose preview mark is not a boolean")
     if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in numbers):
         raise Refused("malformed", "a signed message with times that are not numbers")
     return call

@@ -11,6 +11,10 @@ dirs (the same loader), a NATS connection, the managers' public keys, the runner
   through the same :func:`~ongrid_skills.execution.pipeline.run_skill` and runner as the
   manager's, with this host's limits. A refused message is acknowledged (never redelivered)
   and logged; only a call with a valid signature that was never taken gets a reply.
+- A call marked as a request's preview (SPEC §20) runs the skill's own declared preview as a
+  safe call (signed safe, no signature): its preview entry, or its entry with the preview's
+  args merged over the call's; never its real call. A skill that declares none refuses it
+  (``no_preview``).
 - Before running, the skill must be one of this host's host skills, and its fleet definition
   hash, its class and the signatures its class needs must be those the manager signed (what its
   gate decided with), else the call fails ``definition_changed``: a worker never receives code,
@@ -57,6 +61,7 @@ from ongrid_skills.fleet import bus
 from ongrid_skills.fleet.attest import seal
 from ongrid_skills.fleet.inventory import definition_hash, hosted, record_of, skills_digest
 from ongrid_skills.fleet.nonces import Ledger
+from ongrid_skills.fleet.previews import dry_run
 from ongrid_skills.fleet.signing import Call, Refused, check, verify
 from ongrid_skills.fleet.wire import Sender
 from ongrid_skills.governance.policy import signatures_for
@@ -379,6 +384,11 @@ class Worker:
                 "(edited or redeployed since it was announced): not run",
             )
             return False
+        if call.preview:  # its declared preview, never the real call (SPEC §20)
+            dry = dry_run(skill, call, execution, self.host)
+            if dry is None:
+                return False
+            skill = dry
         needs = signatures_for(skill.skill_class, skill.confirmation_required)
         if call.skill_class != skill.skill_class.value or call.signatures != needs:
             _fail(
@@ -389,7 +399,7 @@ class Worker:
                 f"{call.signatures}: not run",
             )
             return False
-        violations = skill.validate(call.args)
+        violations = skill.validate(execution.args)
         if violations:
             execution.error = ErrorInfo(
                 "invalid_args", "the args do not match the skill's schema on this host",
