@@ -13,6 +13,7 @@ import pytest
 
 from ongrid_skills.runtime import open_packs
 from tests.support.browser import Console, console_server
+from tests.support.pack_review import press_confirm
 from tests.support.plugins import write_claude_plugin, write_openclaw_plugin
 from tests.support.skills import write_exec, write_skill_md
 
@@ -88,7 +89,10 @@ def test_a_plugin_installed_from_the_page_names_its_hooks_and_mcp_servers(
         token = console.csrf(client, "/packs")
         files = {"file": ("ops-toolkit.tar.gz", buffer.getvalue(), "application/gzip")}
         data = {"csrf": token, "allow_unsigned": "true"}
-        page = client.post("/packs/upload", files=files, data=data)
+        review = client.post("/packs/upload", files=files, data=data)
+        reviewed = html.unescape(review.text)
+        assert "hooks (PreToolUse, SessionStart) in hooks/: reported, never run" in reviewed
+        page = press_confirm(client, review)
     assert page.status_code == 200, page.text
     shown = html.unescape(page.text)
     assert "Installed ops-toolkit 1.2.0." in shown

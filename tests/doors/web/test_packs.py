@@ -5,7 +5,6 @@ changed."""
 
 from __future__ import annotations
 
-import html
 import io
 import json
 import re
@@ -26,6 +25,7 @@ from ongrid_skills.packs.index import build_index
 from ongrid_skills.packs.keys import load_signing_key
 from ongrid_skills.packs.trust import sign_path
 from tests.support.browser import Console, console_server
+from tests.support.pack_review import press_confirm
 from tests.support.packs import (
     EXAMPLE_PACKS,
     Entry,
@@ -97,17 +97,6 @@ def packs_tree(console: Console) -> list[str]:
 def refused_code(html: str) -> str:
     start = html.index('<code class="error-code">') + len('<code class="error-code">')
     return html[start : html.index("</code>", start)]
-
-
-def press_confirm(client: httpx.Client, review: httpx.Response, **changed: str) -> httpx.Response:
-    """Post the Confirm form of a review page (its hidden fields, ``changed`` replaced)."""
-    assert review.status_code == 200 and "Confirm: install" in review.text, review.text[:2000]
-    start = review.text.index('class="inline pack-review-confirm"')
-    form = review.text[review.text.rindex("<form", 0, start) : review.text.index("</form>", start)]
-    action = re.search(r'action="([^"]+)"', form)
-    assert action is not None
-    fields = dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', form))
-    return client.post(html.unescape(action[1]), data={**fields, **changed})
 
 
 def reviews_left(console: Console) -> list[str]:

@@ -30,8 +30,8 @@ def test_an_install_skill_card_shows_the_pack_its_signers_sign_for(tmp_path: Pat
         with console.logged_in("admin") as admin:
             for path in ("/approvals", f"/approvals/{approval}"):
                 page = admin.get(path).text
-                assert "<code>ops-basics@1.0.0</code>" in page, path
+                assert f"<code>ops-basics@{OPS['version']}</code>" in page, path
                 assert f'<code class="hash">{OPS["digest"]}</code>' in page
                 assert f"<code>{OPS['signer']}</code> (trusted)" in page
-                assert "skill <code>host_info</code>" in page
+                assert "skill <code>listening_sockets</code>" in page
                 assert "persona <code>oncall</code> read-only" in page
