@@ -19,14 +19,13 @@ from tests.support.browser import (
     SCREENSHOTS,
     Console,
     PageGuard,
-    console_server,
     login,
     screenshot,
     watched_page,
 )
-from tests.support.hostile import HOSTILE_TEXT, write_hostile_skill
-from tests.support.llm import FakeLLM, PersonaScripts, Reply, call, llm_settings
-from tests.support.skills import write_persona
+from tests.support.chat_console import chat_console
+from tests.support.hostile import HOSTILE_TEXT
+from tests.support.llm import FakeLLM, PersonaScripts, Reply, call
 from tests.support.waiting import wait_for
 
 RUN_URL = re.compile(r"/chat/([0-9a-f]{32})(#.*)?$")
@@ -49,13 +48,7 @@ def fake() -> Iterator[FakeLLM]:
 
 @pytest.fixture(scope="module")
 def console(tmp_path_factory: pytest.TempPathFactory, fake: FakeLLM) -> Iterator[Console]:
-    base = tmp_path_factory.mktemp("console")
-    extra = base / "more-personas"
-    write_persona(extra, "commander", "dual-sign-required")
-    llm = llm_settings(
-        fake, llm_timeout_seconds=30, persona_dirs=(str(base / "personas"), str(extra))
-    )
-    with console_server(base, more_skills=write_hostile_skill, **llm) as served:
+    with chat_console(tmp_path_factory.mktemp("console"), fake) as served:
         yield served
 
 
