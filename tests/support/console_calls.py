@@ -10,6 +10,7 @@ from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.support.browser import Console
+from tests.support.waiting import wait_for
 
 
 def request(console: Console, skill: str, who: str = "olga") -> str:
@@ -34,3 +35,20 @@ def mcp_execution(console: Console, execution_id: str, who: str = "olga") -> typ
             return await client.call_tool("get_execution", {"id": execution_id})
 
     return anyio.run(call)
+
+
+def run_request(console: Console, persona: str, message: str, who: str = "olga") -> tuple[str, str]:
+    """Start an agent run as ``who``; wait for the approval request its first call makes:
+    ``(run id, request id)``."""
+    started = console.rest(
+        "POST", "/v1/agent/runs", who, json={"persona": persona, "message": message}
+    )
+    assert started.status_code == 202, started.text
+    run_id: str = started.json()["id"]
+
+    def asked() -> str | None:
+        items = console.rest("GET", "/v1/approvals?status=pending", "vera").json()["items"]
+        mine = [a["id"] for a in items if a["requested_by"] == f"agent:{run_id}"]
+        return str(mine[0]) if mine else None
+
+    return run_id, wait_for(asked, "the run's request")

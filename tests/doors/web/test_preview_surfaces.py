@@ -18,7 +18,7 @@ from playwright.sync_api import Browser, expect
 from ongrid_skills.doors.cli.main import cli
 from ongrid_skills.notify.messages import PREVIEW_RESULT_CHARS
 from tests.support.browser import Console, PageGuard, console_server, login, watched_page
-from tests.support.console_calls import mcp_execution, request
+from tests.support.console_calls import mcp_execution, request, run_request
 from tests.support.llm import FakeLLM, Reply, call, llm_settings
 from tests.support.skills import write_exec, write_persona, write_skill
 from tests.support.waiting import wait_for
@@ -154,18 +154,7 @@ def test_the_chat_card_shows_the_preview_of_the_runs_request(
     console: Console, fake: FakeLLM
 ) -> None:
     fake.add(Reply("Purging.", [call("purge_queue", {})]))
-    started = console.rest(
-        "POST", "/v1/agent/runs", "olga", json={"persona": "responder", "message": "purge it"}
-    )
-    assert started.status_code == 202, started.text
-    run_id = started.json()["id"]
-
-    def asked() -> str | None:
-        items = console.rest("GET", "/v1/approvals?status=pending", "vera").json()["items"]
-        mine = [a["id"] for a in items if a["requested_by"] == f"agent:{run_id}"]
-        return mine[0] if mine else None
-
-    approval_id = wait_for(asked, "the run's request")
+    run_id, approval_id = run_request(console, "responder", "purge it")
     previewed(console, approval_id)
     with console.logged_in("olga") as client:
         card = client.get(f"/chat/{run_id}/approvals/{approval_id}")

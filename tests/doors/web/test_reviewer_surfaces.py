@@ -18,7 +18,7 @@ from playwright.sync_api import Browser, expect
 from ongrid_skills.doors.cli.main import cli
 from ongrid_skills.notify.messages import NOTE_CHARS
 from tests.support.browser import Console, PageGuard, console_server, login, watched_page
-from tests.support.console_calls import mcp_execution, request
+from tests.support.console_calls import mcp_execution, request, run_request
 from tests.support.llm import FakeLLM, Reply, call, llm_settings
 from tests.support.skills import write_persona
 from tests.support.waiting import wait_for
@@ -124,18 +124,7 @@ def test_the_chat_card_and_the_request_page_show_the_opinion(
         Reply("Restarting.", [call("restart_cache", {})]),
         Reply("The cache is warm at this hour; restart it tonight.\nDecision: reject"),
     )
-    started = console.rest(
-        "POST", "/v1/agent/runs", "olga", json={"persona": "responder", "message": "restart it"}
-    )
-    assert started.status_code == 202, started.text
-    run_id = started.json()["id"]
-
-    def asked() -> str | None:
-        items = console.rest("GET", "/v1/approvals?status=pending", "vera").json()["items"]
-        mine = [a["id"] for a in items if a["requested_by"] == f"agent:{run_id}"]
-        return mine[0] if mine else None
-
-    approval_id = wait_for(asked, "the run's request")
+    run_id, approval_id = run_request(console, "responder", "restart it")
     reviewed(console, approval_id)
     with console.logged_in("olga") as client:
         for path in (f"/chat/{run_id}/approvals/{approval_id}", f"/approvals/{approval_id}"):
