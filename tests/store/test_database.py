@@ -256,3 +256,42 @@ def test_the_migrations_form_one_line_ending_at_the_highest_numbered_revision() 
         p.name[:4] for p in (MIGRATIONS / "versions").glob("[0-9][0-9][0-9][0-9]_*.py")
     )
     assert migration_heads() == (numbered[-1],)
+
+
+def test_no_index_of_the_store_is_a_leading_part_of_another_on_its_table(tmp_path: Path) -> None:
+    """Every index is written on every insert: one that another index starts with serves no
+    query the longer one does not, and costs each call's writes pages for nothing."""
+    open_store(str(tmp_path / "data")).close()
+    conn = sqlite3.connect(tmp_path / "data" / "ongrid.db")
+    try:
+        indexes: dict[str, list[tuple[str, tuple[str, ...]]]] = {}
+        for name, table in conn.execute(
+            "SELECT name, tbl_name FROM sqlite_master WHERE type = 'index'"
+        ).fetchall():
+            columns = tuple(row[2] for row in conn.execute(f"PRAGMA index_info('{name}')"))
+            unique = conn.execute(
+                "SELECT \"unique\" FROM pragma_index_list(?) WHERE name = ?", (table, name)
+            ).fetchone()[0]
+            if not unique:  # a unique index is a constraint, kept whatever its columns
+                indexes.setdefault(table, []).append((name, columns))
+        redundant = [
+            (name, other)
+            for found in indexes.values()
+            for name, columns in found
+            for other, longer in found
+            if other != name and longer[: len(columns)] == columns
+        ]
+        plan = " ".join(
+            str(row)
+            for sql in (
+                "SELECT id FROM executions WHERE status = 'running'",
+                "SELECT id FROM executions WHERE skill = 'x' ORDER BY created_at DESC LIMIT 1",
+            )
+            for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}")
+        )
+    finally:
+        conn.close()
+
+    assert redundant == []
+    assert "ix_executions_status_created" in plan
+    assert "ix_executions_skill_created" in plan

@@ -25,8 +25,8 @@ class ExecutionRow(Base):
     __tablename__ = "executions"
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
-    skill: Mapped[str] = mapped_column(String(64), index=True)
-    status: Mapped[str] = mapped_column(String(24), index=True)
+    skill: Mapped[str] = mapped_column(String(64))  # indexed with created_at (below)
+    status: Mapped[str] = mapped_column(String(24))  # indexed with created_at (below)
     args: Mapped[Any] = mapped_column(JSON)
     result_text: Mapped[str | None] = mapped_column(Text)
     error: Mapped[Any] = mapped_column(JSON, nullable=True)
