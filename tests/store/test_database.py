@@ -270,7 +270,7 @@ def test_no_index_of_the_store_is_a_leading_part_of_another_on_its_table(tmp_pat
         ).fetchall():
             columns = tuple(row[2] for row in conn.execute(f"PRAGMA index_info('{name}')"))
             unique = conn.execute(
-                "SELECT \"unique\" FROM pragma_index_list(?) WHERE name = ?", (table, name)
+                'SELECT "unique" FROM pragma_index_list(?) WHERE name = ?', (table, name)
             ).fetchone()[0]
             if not unique:  # a unique index is a constraint, kept whatever its columns
                 indexes.setdefault(table, []).append((name, columns))
