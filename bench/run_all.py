@@ -25,6 +25,7 @@ import bench_cli_start
 import bench_leaks
 import bench_loader
 import bench_mcp
+import bench_replicas
 import bench_rest
 import bench_runner
 import bench_sandbox
@@ -201,6 +202,20 @@ def mcp_rows(r: dict[str, Any]) -> list[str]:
     return rows
 
 
+def replica_rows(r: dict[str, Any]) -> list[str]:
+    store = r["store"]
+    alone, both = store["followed on A only"], store["followed on A and B"]
+    return [
+        f"| Events on another replica (PostgreSQL, p50 from the skill's write to the SSE client)"
+        f" | {r['there_p50_ms']:,.0f} ms (p95 {r['there_p95_ms']:,.0f} ms)"
+        f" | on the replica running the call {r['here_p50_ms']:,.0f} ms | —"
+        f" | ≤ {bench_replicas.TARGET_MS:.0f} ms | {_v(r['ok'])} |",
+        f"| … the store's rows written per call, followed on the running replica only / also on"
+        f" another | {both[1]:.1f} | {alone[1]:.1f} | — | no more rows | "
+        f"{_v(both[1] <= alone[1])} |",
+    ]
+
+
 def missed_bars(results: dict[str, Any]) -> list[str]:
     """The SPEC §15 (and CLI start) bars the results miss; info rows are not bars."""
     missed: list[str] = []
@@ -228,6 +243,13 @@ def missed_bars(results: dict[str, Any]) -> list[str]:
     mcp = results.get("mcp")
     if isinstance(mcp, dict) and not mcp["ok"]:
         missed.append("mcp: tools/call p50")
+    replicas = results.get("replicas")
+    if isinstance(replicas, dict):
+        if not replicas["ok"]:
+            missed.append("replicas: events on another replica")
+        store = replicas["store"]
+        if store["followed on A and B"][1] > store["followed on A only"][1]:
+            missed.append("replicas: following from another replica writes more rows")
     cli = results.get("cli")
     if isinstance(cli, dict):
         missed += [f"cli: {k}" for k, side in cli["sides"].items() if not side.get("ok", True)]
@@ -254,6 +276,7 @@ def table(results: dict[str, Any], when: str, elapsed: float, loads: tuple[float
         ("leaks", leak_rows),
         ("rest", rest_rows),
         ("mcp", mcp_rows),
+        ("replicas", replica_rows),
         ("cli", cli_rows),
     )
     for name, fn in benches:
@@ -280,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="small counts (smoke run, not figures)")
     p.add_argument(
         "--only",
-        default="runner,sandbox,loader,leaks,rest,mcp,cli",
+        default="runner,sandbox,loader,leaks,rest,mcp,replicas,cli",
         help="comma-separated benches",
     )
     p.add_argument("--json", metavar="FILE", help="also write every figure as JSON to FILE")
@@ -351,6 +374,14 @@ def main(argv: list[str] | None = None) -> int:
             eprint("\n".join(bench_mcp.report_lines(results["mcp"])))
         except SkipBench as exc:
             results["mcp"] = str(exc)
+    if "replicas" in only:
+        eprint("== replicas: a call's events on a client of another replica (PostgreSQL)")
+        try:
+            calls, lines = (1, 5) if ns.quick else (4, 30)
+            results["replicas"] = bench_replicas.run_bench(calls, lines)
+            eprint("\n".join(bench_replicas.report_lines(results["replicas"])))
+        except SkipBench as exc:
+            results["replicas"] = str(exc)
     if "cli" in only:
         eprint("== cli: start-up of ongrid-skills against python -c pass")
         try:
