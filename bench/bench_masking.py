@@ -118,22 +118,31 @@ def calls(count: int, rounds: int) -> dict[str, float]:
     }
 
 
+def run_bench(count: int = 60, rounds: int = 5) -> dict[str, dict[str, float]]:
+    """Every figure: the scan against its floor, the call with and without a masker."""
+    return {"scan": scan(rounds), "call": calls(count, rounds)}
+
+
+def report_lines(figures: dict[str, dict[str, float]]) -> list[str]:
+    s, c = figures["scan"], figures["call"]
+    return [
+        f"masking 1 MiB: {s['mask_mb_s']} MB/s (floor, one bytes.find: {s['floor_mb_s']} MB/s)",
+        f"call p50: {c['masked_p50_us']} us masked, {c['plain_p50_us']} us not "
+        f"(+{c['added_us']} us)",
+    ]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=60)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    figures = {"scan": scan(args.rounds), "call": calls(args.calls, args.rounds)}
+    figures = run_bench(args.calls, args.rounds)
     if args.json:
         print(json.dumps(figures))
         return 0
-    s, c = figures["scan"], figures["call"]
-    eprint(f"masking 1 MiB: {s['mask_mb_s']} MB/s (floor, one bytes.find: {s['floor_mb_s']} MB/s)")
-    eprint(
-        f"call p50: {c['masked_p50_us']} us masked, {c['plain_p50_us']} us not "
-        f"(+{c['added_us']} us)"
-    )
+    eprint("\n".join(report_lines(figures)))
     return 0
 
 

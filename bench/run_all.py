@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_cli_start
 import bench_leaks
 import bench_loader
+import bench_masking
 import bench_mcp
 import bench_replicas
 import bench_rest
@@ -81,6 +82,20 @@ def sandbox_rows(r: dict[str, Any]) -> list[str]:
             else " | — | info |"
         )
         for side in ("strict", "host-read")
+    ]
+
+
+def masking_rows(r: dict[str, Any]) -> list[str]:
+    scan, call = r["scan"], r["call"]
+    return [
+        f"| Masking: a call given a credential, its output masked (p50) | "
+        f"{call['masked_p50_us']:,.0f} µs | the same call without a masker "
+        f"{call['plain_p50_us']:,.0f} µs (same blocks) | "
+        f"{call['masked_p50_us'] / call['plain_p50_us']:.2f}× ({call['added_us']:+,.0f} µs) "
+        "| — | info |",
+        f"| … masking 1 MiB of output | {scan['mask_mb_s']:,.0f} MB/s | one `bytes.find`"
+        f" {scan['floor_mb_s']:,.0f} MB/s | {scan['floor_mb_s'] / scan['mask_mb_s']:.1f}× slower"
+        " | — | info |",
     ]
 
 
@@ -272,6 +287,7 @@ def table(results: dict[str, Any], when: str, elapsed: float, loads: tuple[float
     benches = (
         ("runner", runner_rows),
         ("sandbox", sandbox_rows),
+        ("masking", masking_rows),
         ("loader", loader_rows),
         ("leaks", leak_rows),
         ("rest", rest_rows),
@@ -303,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="small counts (smoke run, not figures)")
     p.add_argument(
         "--only",
-        default="runner,sandbox,loader,leaks,rest,mcp,replicas,cli",
+        default="runner,sandbox,masking,loader,leaks,rest,mcp,replicas,cli",
         help="comma-separated benches",
     )
     p.add_argument("--json", metavar="FILE", help="also write every figure as JSON to FILE")
@@ -336,6 +352,10 @@ def main(argv: list[str] | None = None) -> int:
             eprint("\n".join(bench_sandbox.report_lines(results["sandbox"])))
         except SkipBench as exc:
             results["sandbox"] = str(exc)
+    if "masking" in only:
+        eprint("== masking: a call given a credential, beside the same call without")
+        results["masking"] = bench_masking.run_bench(*((10, 2) if ns.quick else (40, 4)))
+        eprint("\n".join(bench_masking.report_lines(results["masking"])))
     if "loader" in only:
         eprint("== loader: walk+parse+containment floor vs load_registry")
         sizes = [100, 1000] if ns.quick else [1000, 10_000]
