@@ -115,7 +115,13 @@ def free_port() -> int:
 
 
 @contextmanager
-def serve(skills: Path, data: Path, extra_env: dict[str, str] | None = None) -> Iterator[Server]:
+def serve(
+    skills: Path,
+    data: Path,
+    extra_env: dict[str, str] | None = None,
+    program: list[str] | None = None,
+) -> Iterator[Server]:
+    """``ongrid-skills serve`` (or ``program`` given its arguments) on a free loopback port."""
     port = free_port()
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
@@ -125,7 +131,7 @@ def serve(skills: Path, data: Path, extra_env: dict[str, str] | None = None) -> 
         **(extra_env or {}),
     }
     proc = subprocess.Popen(
-        [str(CLI), "-q", "serve", "--port", str(port)],
+        [*(program or [str(CLI)]), "-q", "serve", "--port", str(port)],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -270,6 +276,19 @@ class RunnerSide:
         return summarize_us(asyncio.run(go()))
 
 
+def cpu_seconds(pid: int) -> float:
+    """The CPU time (user + system) of process ``pid`` and its threads, not of its children."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_pass(server: Server, calls: int, level: int = 8) -> tuple[float, float]:
+    """Requests/s and the server's own CPU per request (µs) over ``calls`` requests."""
+    before = cpu_seconds(server.proc.pid)
+    rps, _p50 = asyncio.run(rest_throughput(server, calls, level))
+    return rps, (cpu_seconds(server.proc.pid) - before) / calls * 1e6
+
+
 def fd_count(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
@@ -337,6 +356,22 @@ def run(
                             )
                             if rps > levels[side].get(level, 0.0):
                                 levels[side][level], level_p50[side][level] = rps, p50
+                # Where REST's cost goes: the server's own CPU per request, beside the floor's
+                # and beside serve with each call's writes stubbed out (rest_nostore.py).
+                nostore_program = [sys.executable, str(Path(__file__).with_name("rest_nostore.py"))]
+                with serve(skills, root / "data-nostore", program=nostore_program) as nostore:
+                    asyncio.run(rest_throughput(nostore, min(200, tput_calls), 8))  # warm-up
+                    cpu_sides = {"rest": server, "bare": bare, "nostore": nostore}
+                    cpu: dict[str, tuple[float, float]] = {}
+                    for name in ("rest", "bare", "nostore", "nostore", "bare", "rest"):
+                        found = cpu_pass(cpu_sides[name], tput_calls)
+                        if name not in cpu or found[1] < cpu[name][1]:
+                            cpu[name] = found
+                out["cpu_pass"] = {k: {"rps": v[0], "cpu_us": v[1]} for k, v in cpu.items()}
+                eprint(
+                    "server CPU per request at 8 clients: "
+                    + ", ".join(f"{k} {v[1]:.0f} µs ({v[0]:.0f} req/s)" for k, v in cpu.items())
+                )
             for level in LEVELS:
                 eprint(
                     f"c={level}: REST {levels['rest'][level]:.0f} req/s "
