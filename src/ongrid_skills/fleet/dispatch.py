@@ -53,7 +53,7 @@ from ongrid_skills.fleet.catalogue import Hosts
 from ongrid_skills.fleet.signing import CLOCK_SKEW_SECONDS, Call, new_nonce, sign
 from ongrid_skills.fleet.untaken import local as _local
 from ongrid_skills.fleet.untaken import when as _when
-from ongrid_skills.fleet.wire import Message, apply_outcome, decode
+from ongrid_skills.fleet.wire import BATCHES_HEADER, Message, apply_outcome, decode
 from ongrid_skills.governance.policy import signatures_for
 from ongrid_skills.metrics import Metrics
 from ongrid_skills.packs.keys import SigningKey
@@ -386,6 +386,7 @@ class Fleet:
         when it could not be stored before ``until`` (default: the call's expiry)."""
         body, headers = sign(self.key, call)
         headers["Nats-Msg-Id"] = message_id
+        headers[BATCHES_HEADER] = "1"  # this manager reads a call's messages batched
         limit = until if until is not None else call.expires_at
         pause = 0.05
         while True:
@@ -429,8 +430,11 @@ class Fleet:
         pending = self.pending.get(call_id)
         if pending is None or pending.done.done():
             return  # a late message about a call whose record is final here: ignored
-        message = decode(msg.data)
-        if message is None or message.seq <= pending.seq:
+        for message in decode(msg.data):
+            self._receive(pending, message)
+
+    def _receive(self, pending: Pending, message: Message) -> None:
+        if pending.done.done() or message.seq <= pending.seq:
             return
         if message.seq > pending.seq + 1:  # stored ahead of one retried: held until it comes
             if len(pending.ahead) < MAX_AHEAD:
