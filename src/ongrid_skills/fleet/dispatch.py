@@ -423,15 +423,16 @@ class Fleet:
             await self._publish(cancel, f"{call.id}:cancel", until=now + CANCEL_PUBLISH_SECONDS)
 
     async def _on_message(self, msg: Msg) -> None:
-        """One message of one of our calls, from the events stream (acked in any case)."""
+        """One message of one of our calls, from the events stream (acked in any case, once
+        handled: the call it ends resumes before the acknowledgement is written)."""
         call_id = msg.subject.rsplit(".", 1)[-1]
+        pending = self.pending.get(call_id)
+        # A late message about a call whose record is final here is ignored.
+        if pending is not None and not pending.done.done():
+            for message in decode(msg.data):
+                self._receive(pending, message)
         with contextlib.suppress(Exception):
             await msg.ack()
-        pending = self.pending.get(call_id)
-        if pending is None or pending.done.done():
-            return  # a late message about a call whose record is final here: ignored
-        for message in decode(msg.data):
-            self._receive(pending, message)
 
     def _receive(self, pending: Pending, message: Message) -> None:
         if pending.done.done() or message.seq <= pending.seq:
