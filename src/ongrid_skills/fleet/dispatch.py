@@ -48,6 +48,7 @@ from nats.js.kv import KeyValue
 
 from ongrid_skills.execution.records import ErrorInfo, Event, EventSink, Execution, Status
 from ongrid_skills.fleet import bus, untaken
+from ongrid_skills.fleet.acks import Acks
 from ongrid_skills.fleet.attest import KEYS_SETTING, KeysFile
 from ongrid_skills.fleet.catalogue import Hosts
 from ongrid_skills.fleet.signing import CLOCK_SKEW_SECONDS, Call, new_nonce, sign
@@ -124,6 +125,7 @@ class Fleet:
         self._rewatch = asyncio.Event()
         self._snapshot = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        self._acks = Acks()
 
     # ---- life ------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -177,6 +179,8 @@ class Fleet:
         # Bounded: a stop must not hang on a bus that stopped answering mid-close.
         if self._tasks:
             await asyncio.wait(self._tasks, timeout=CLOSE_SECONDS)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self._acks.flush(), CLOSE_SECONDS)
         if self._nc is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._nc.close(), CLOSE_SECONDS)
@@ -424,15 +428,17 @@ class Fleet:
 
     async def _on_message(self, msg: Msg) -> None:
         """One message of one of our calls, from the events stream (acked in any case, once
-        handled: the call it ends resumes before the acknowledgement is written)."""
+        handled: those that do not end a call with the one that does, :mod:`.acks`; the call
+        resumes before the acknowledgements are written)."""
         call_id = msg.subject.rsplit(".", 1)[-1]
         pending = self.pending.get(call_id)
+        self._acks.hold(msg)
         # A late message about a call whose record is final here is ignored.
         if pending is not None and not pending.done.done():
             for message in decode(msg.data):
                 self._receive(pending, message)
-        with contextlib.suppress(Exception):
-            await msg.ack()
+            if pending.done.done():
+                await self._acks.flush()
 
     def _receive(self, pending: Pending, message: Message) -> None:
         if pending.done.done() or message.seq <= pending.seq:
