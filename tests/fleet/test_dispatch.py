@@ -70,3 +70,52 @@ def test_messages_stored_out_of_order_enter_the_timeline_in_order(
         ("stderr", "second"),
     ]
     assert outcome == ({"status": "succeeded", "has_result": False}, None)
+
+
+def test_a_batch_stored_before_an_earlier_message_enters_the_timeline_in_order(
+    tmp_path: Path, nats_server: NatsServer, fleet_prefix: str
+) -> None:
+    settings = make_settings(
+        tmp_path, tmp_path, nats_url=nats_server.url, fleet_prefix=fleet_prefix
+    )
+
+    async def scenario() -> tuple[list[Event], object]:
+        fleet = Fleet(settings, manager_key(settings), "m1", Metrics())
+        await fleet.start()
+        seen: list[Event] = []
+        execution = Execution(skill="noop", args={}, id="c1")
+        loop = asyncio.get_running_loop()
+        pending = Pending(execution, "web-1", seen.append, loop.create_future())
+        fleet.pending["c1"] = pending
+        nc = await nats.connect(nats_server.url)
+        try:
+            js = nc.jetstream()
+            subject = f"{fleet.names.reply_prefix('m1')}.c1"
+            end = b",".join(
+                [
+                    message(3, "stderr", {"line": "second"}),
+                    message(4, "result_part", {"text": '{"n": 1}'}),
+                    message(5, "outcome", {"status": "succeeded", "has_result": True}),
+                ]
+            )
+            sent = [
+                (1, message(1, "accepted", {"host": "web-1"})),
+                (3, b'{"batch":[' + end + b"]}"),
+                (2, message(2, "stderr", {"line": "first"})),
+            ]
+            for first, body in sent:
+                await js.publish(subject, body, headers={"Nats-Msg-Id": f"c1:{first}"})
+            outcome = await asyncio.wait_for(pending.done, 10)
+            await until(lambda: len(seen) >= 3, "the events of the call", 5)
+        finally:
+            await nc.close()
+            await fleet.close()
+        return seen, outcome
+
+    seen, outcome = asyncio.run(scenario())
+    assert [(e.type, e.data.get("line")) for e in seen] == [
+        ("accepted", None),
+        ("stderr", "first"),
+        ("stderr", "second"),
+    ]
+    assert outcome == ({"status": "succeeded", "has_result": True}, '{"n": 1}')

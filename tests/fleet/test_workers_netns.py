@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from ongrid_skills.fleet.wire import decode
 from tests.support import netns
 from tests.support.fleet import TTL, Spy, host_skill
 from tests.support.netns import NetnsFleet, ip, ip_binary, network, reap_stale, require_netns
@@ -121,10 +122,10 @@ def test_a_host_whose_link_is_cut_mid_call_is_interrupted_and_never_runs_it_agai
 
         def late_outcome() -> str | None:
             for data, headers in list(spy.messages):
-                message = json.loads(data)
                 mine = headers.get("Nats-Msg-Id", "").startswith(execution + ":")
-                if mine and message["type"] == "outcome":
-                    return str(message["data"]["status"])
+                for message in decode(data) if mine else []:
+                    if message.type == "outcome":
+                        return str(message.data["status"])
             return None
 
         late = wait_for(late_outcome, "alpha's late outcome on the bus", 20)

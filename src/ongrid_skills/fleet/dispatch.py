@@ -48,12 +48,13 @@ from nats.js.kv import KeyValue
 
 from ongrid_skills.execution.records import ErrorInfo, Event, EventSink, Execution, Status
 from ongrid_skills.fleet import bus, untaken
+from ongrid_skills.fleet.acks import Acks
 from ongrid_skills.fleet.attest import KEYS_SETTING, KeysFile
 from ongrid_skills.fleet.catalogue import Hosts
 from ongrid_skills.fleet.signing import CLOCK_SKEW_SECONDS, Call, new_nonce, sign
 from ongrid_skills.fleet.untaken import local as _local
 from ongrid_skills.fleet.untaken import when as _when
-from ongrid_skills.fleet.wire import Message, apply_outcome, decode
+from ongrid_skills.fleet.wire import BATCHES_HEADER, Message, apply_outcome, decode
 from ongrid_skills.governance.policy import signatures_for
 from ongrid_skills.metrics import Metrics
 from ongrid_skills.packs.keys import SigningKey
@@ -124,6 +125,7 @@ class Fleet:
         self._rewatch = asyncio.Event()
         self._snapshot = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        self._acks = Acks()
 
     # ---- life ------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -177,6 +179,8 @@ class Fleet:
         # Bounded: a stop must not hang on a bus that stopped answering mid-close.
         if self._tasks:
             await asyncio.wait(self._tasks, timeout=CLOSE_SECONDS)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self._acks.flush(), CLOSE_SECONDS)
         if self._nc is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._nc.close(), CLOSE_SECONDS)
@@ -386,6 +390,7 @@ class Fleet:
         when it could not be stored before ``until`` (default: the call's expiry)."""
         body, headers = sign(self.key, call)
         headers["Nats-Msg-Id"] = message_id
+        headers[BATCHES_HEADER] = "1"  # this manager reads a call's messages batched
         limit = until if until is not None else call.expires_at
         pause = 0.05
         while True:
@@ -422,15 +427,21 @@ class Fleet:
             await self._publish(cancel, f"{call.id}:cancel", until=now + CANCEL_PUBLISH_SECONDS)
 
     async def _on_message(self, msg: Msg) -> None:
-        """One message of one of our calls, from the events stream (acked in any case)."""
+        """One message of one of our calls, from the events stream (acked in any case, once
+        handled: those that do not end a call with the one that does, :mod:`.acks`; the call
+        resumes before the acknowledgements are written)."""
         call_id = msg.subject.rsplit(".", 1)[-1]
-        with contextlib.suppress(Exception):
-            await msg.ack()
         pending = self.pending.get(call_id)
-        if pending is None or pending.done.done():
-            return  # a late message about a call whose record is final here: ignored
-        message = decode(msg.data)
-        if message is None or message.seq <= pending.seq:
+        self._acks.hold(msg)
+        # A late message about a call whose record is final here is ignored.
+        if pending is not None and not pending.done.done():
+            for message in decode(msg.data):
+                self._receive(pending, message)
+            if pending.done.done():
+                await self._acks.flush()
+
+    def _receive(self, pending: Pending, message: Message) -> None:
+        if pending.done.done() or message.seq <= pending.seq:
             return
         if message.seq > pending.seq + 1:  # stored ahead of one retried: held until it comes
             if len(pending.ahead) < MAX_AHEAD:

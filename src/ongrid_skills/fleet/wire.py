@@ -13,9 +13,14 @@ retried after a lost acknowledgement is stored once. Types:
 
 :class:`Sender` publishes one call's messages in order, those queued meanwhile together (without
 waiting for each acknowledgement in turn: they cost one round trip, not one each), retrying
-through a bus outage (the worker's calls must not be lost when NATS restarts); :func:`decode`
-reads one back. A retry may have JetStream store a message after a later one: the reader puts
-them back in order by their number.
+through a bus outage (the worker's calls must not be lost when NATS restarts). To a manager that
+reads them (the call carries the header ``Ongrid-Batches: 1``), the messages queued meanwhile go
+in one publication ``{"batch": [message, …]}`` under the id ``<call id>:<n>`` of its first
+message (up to :data:`BATCH_BYTES`): a short call's end — its last status, its stdout and its
+outcome — is then one message for JetStream to store, deliver and have acknowledged instead of
+three. A manager that does not send the header (older) gets one publication per message.
+:func:`decode` reads either form back. A retry may have JetStream store a message after a later
+one: the reader puts them back in order by their number.
 This module never runs a call and never decides what a message means for a record.
 """
 
@@ -39,6 +44,11 @@ PART_CHARS = 100_000
 PUBLISH_TIMEOUT = 5.0
 #: How long a worker keeps retrying one message before it drops the call's messages.
 GIVE_UP_SECONDS = 3600.0
+#: The header by which a manager's call says it reads batched publications.
+BATCHES_HEADER = "Ongrid-Batches"
+#: The most bytes of messages one batched publication carries (NATS caps a message at 1 MiB by
+#: default); a message longer than that alone goes as it is.
+BATCH_BYTES = 512 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,12 +61,20 @@ class Message:
     ts: float
 
 
-def decode(body: bytes) -> Message | None:
-    """The message, or None when it is not one of ours (ignored by the reader)."""
+def decode(body: bytes) -> list[Message]:
+    """The messages one publication carries (one, or a batch), in its order; what is not one of
+    ours is left out (ignored by the reader)."""
     try:
         raw = json.loads(body)
     except (ValueError, RecursionError):
-        return None
+        return []
+    items = raw.get("batch") if isinstance(raw, dict) else None
+    if not isinstance(items, list):
+        items = [raw]
+    return [m for m in map(_message, items) if m is not None]
+
+
+def _message(raw: Any) -> Message | None:
     if not isinstance(raw, dict):
         return None
     seq, kind, data, ts = raw.get("seq"), raw.get("type"), raw.get("data"), raw.get("ts")
@@ -123,12 +141,16 @@ def _float(value: Any) -> float | None:
 
 
 class Sender:
-    """Publishes the messages of one call, in order, each until JetStream stored it."""
+    """Publishes the messages of one call, in order, each until JetStream stored it;
+    ``batched``: those queued meanwhile in one publication (the manager reads batches)."""
 
-    def __init__(self, js: JetStreamContext, subject: str, call_id: str) -> None:
+    def __init__(
+        self, js: JetStreamContext, subject: str, call_id: str, *, batched: bool = False
+    ) -> None:
         self.js = js
         self.subject = subject
         self.call_id = call_id
+        self.batched = batched
         self.seq = 0
         self._queue: asyncio.Queue[bytes | None] = asyncio.Queue()
         self._task = asyncio.get_running_loop().create_task(self._drain())
@@ -166,16 +188,32 @@ class Sender:
             while not self._queue.empty():
                 items.append(self._queue.get_nowait())
             last = items[-1] is None
+            bodies = [body for body in items if body is not None]
             batch = []
-            for body in items:
-                if body is not None:
-                    seq += 1
-                    batch.append((body, {"Nats-Msg-Id": f"{self.call_id}:{seq}"}))
+            for group in self._groups(bodies):
+                body = group[0] if len(group) == 1 else b'{"batch":[' + b",".join(group) + b"]}"
+                batch.append((body, {"Nats-Msg-Id": f"{self.call_id}:{seq + 1}"}))
+                seq += len(group)
             if batch and not await self._publish_batch(batch):
                 LOG.error("call %s: its messages could not be sent; dropped", self.call_id)
                 return
             if last:
                 return
+
+    def _groups(self, bodies: list[bytes]) -> list[list[bytes]]:
+        """The publications of these messages: one each, or (batched) runs of them up to
+        :data:`BATCH_BYTES`."""
+        if not self.batched:
+            return [[body] for body in bodies]
+        groups: list[list[bytes]] = []
+        size = BATCH_BYTES
+        for body in bodies:
+            if size + len(body) > BATCH_BYTES:
+                groups.append([])
+                size = 0
+            groups[-1].append(body)
+            size += len(body) + 1
+        return groups
 
     async def _publish_batch(self, batch: list[tuple[bytes, dict[str, str]]]) -> bool:
         """Publish what is queued without waiting for each acknowledgement in turn (one

@@ -63,7 +63,7 @@ from ongrid_skills.fleet.inventory import definition_hash, hosted, record_of, sk
 from ongrid_skills.fleet.nonces import Ledger
 from ongrid_skills.fleet.previews import dry_run
 from ongrid_skills.fleet.signing import Call, Refused, check, verify
-from ongrid_skills.fleet.wire import Sender
+from ongrid_skills.fleet.wire import BATCHES_HEADER, Sender
 from ongrid_skills.governance.policy import signatures_for
 from ongrid_skills.packs.keys import SigningKey, TrustedKeys
 from ongrid_skills.settings import Settings
@@ -304,10 +304,15 @@ class Worker:
             )  # fmt: skip
             await _ack(message)
             return
-        await _ack(message)  # after the ledger's commit: a redelivery now finds the row
-        task = asyncio.get_running_loop().create_task(self._run(call))
+        # Taken (committed): a redelivery now finds the row. The call starts first — its task
+        # runs up to its process's spawn before this one goes on — then the message is
+        # acknowledged and the next one asked for.
+        batched = (message.headers or {}).get(BATCHES_HEADER) == "1"
+        task = asyncio.get_running_loop().create_task(self._run(call, batched))
         self.tasks[call.id] = task
         task.add_done_callback(functools.partial(self._done, call.id))
+        await asyncio.sleep(0)
+        await _ack(message)
 
     def _done(self, call_id: str, _task: asyncio.Task[None]) -> None:
         self.tasks.pop(call_id, None)
@@ -336,8 +341,8 @@ class Worker:
             self._jsctx = self._nc.jetstream()
         return self._jsctx
 
-    async def _run(self, call: Call) -> None:
-        sender = Sender(self._js(), f"{call.reply}.{call.id}", call.id)
+    async def _run(self, call: Call, batched: bool) -> None:
+        sender = Sender(self._js(), f"{call.reply}.{call.id}", call.id, batched=batched)
         sender.send("accepted", {"host": self.host, "instance": self.instance, "pid": os.getpid()})
         execution = Execution(skill=call.skill, args=call.args, id=call.id)
         try:
@@ -353,12 +358,18 @@ class Worker:
             execution.finished_at = time.time()
             sender.event(Event("status", {"status": execution.status.value}))
         finally:
-            sender.finish(execution)  # queued first: the manager waits for it, not the ledger
+            sender.finish(execution)  # the manager waits for it, not for the ledger
             try:
-                self.ledger.finish(call.id, execution.status.value)
-            except Exception:  # the call stays "taken": it is never run again either way
-                LOG.exception("call %s: its end could not be written to the ledger", call.id)
-            await asyncio.shield(sender.close())
+                await asyncio.shield(sender.close())
+            finally:
+                self._finished(call, execution)
+
+    def _finished(self, call: Call, execution: Execution) -> None:
+        """The ledger's record of how a call ended, once its outcome is out."""
+        try:
+            self.ledger.finish(call.id, execution.status.value)
+        except Exception:  # the call stays "taken": it is never run again either way
+            LOG.exception("call %s: its end could not be written to the ledger", call.id)
 
     async def _execute(self, call: Call, execution: Execution, sender: Sender) -> bool:
         """Run the call if this host's skill is the one signed for; False when refused."""
