@@ -37,6 +37,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -52,6 +53,7 @@ from tests.support.nats import NatsServer, running_nats
 from tests.support.server import make_settings, running_app
 from tests.support.skills import write_skill
 
+from _common import SkipBench
 from ongrid_skills.doors.cli.eventloop import run_until_done
 from ongrid_skills.fleet.attest import key_line, load_worker_keys, seal, worker_key
 from ongrid_skills.fleet.inventory import hash_of, skills_digest
@@ -376,6 +378,50 @@ def inventory(root: Path, nats_url: str, hosts: int, skills: int) -> dict[str, A
 PARTS = ("overhead", "decompose", "throughput", "inventory")
 
 
+def run_bench(
+    calls: int = 1000,
+    block: int = BLOCK,
+    hosts: int = 200,
+    skills: int = 50,
+    workers: int = 8,
+    parallel: int = 400,
+    only: set[str] | None = None,
+) -> dict[str, Any]:
+    """Every figure of the parts in ``only`` (all by default), the load average and the bars
+    missed (``missed``)."""
+    if shutil.which("nats-server") is None:
+        raise SkipBench("no nats-server on PATH: apt-get install nats-server")
+    only = set(PARTS) if only is None else only
+    load_start = os.getloadavg()[0]
+    results: dict[str, Any] = {}
+    with running_nats() as server, tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        fleet, settings = setup(root, server, workers if "throughput" in only else 1)
+        try:
+            if "overhead" in only:
+                results["overhead"] = run_until_done(overhead(settings, calls, block))
+            if "decompose" in only:
+                results["decompose"] = run_until_done(decompose(settings, root, calls // 2))
+            if "throughput" in only:
+                results["throughput"] = run_until_done(throughput(settings, workers, parallel))
+        finally:
+            for worker in fleet.workers:
+                worker.stop()
+        if "inventory" in only:
+            results["inventory"] = inventory(root, server.url, hosts, skills)
+    results["load_average"] = [load_start, os.getloadavg()[0]]
+    missed = []
+    if "overhead" in results and results["overhead"]["overhead_ms"] > OVERHEAD_TARGET_MS:
+        missed.append("remote-call overhead")
+    missed += [
+        f"GET /v1/skills ({label})"
+        for label in ("shared", "distinct")
+        if "inventory" in results and not results["inventory"][f"{label}_ok"]
+    ]
+    results["missed"] = missed
+    return results
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", type=int, default=1000)
@@ -393,54 +439,41 @@ def main() -> int:
     only = set(options.only.split(","))
     if only - set(PARTS):
         parser.error(f"--only: unknown part(s) {', '.join(sorted(only - set(PARTS)))}")
-    load_start = os.getloadavg()[0]
-    results: dict[str, Any] = {}
-    with running_nats() as server, tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        workers = options.workers if "throughput" in only else 1
-        fleet, settings = setup(root, server, workers)
-        try:
-            if "overhead" in only:
-                calls, block = options.calls, options.block
-                results["overhead"] = run_until_done(overhead(settings, calls, block))
-            if "decompose" in only:
-                half = options.calls // 2
-                results["decompose"] = run_until_done(decompose(settings, root, half))
-            if "throughput" in only:
-                parallel = options.parallel
-                results["throughput"] = run_until_done(throughput(settings, workers, parallel))
-        finally:
-            for worker in fleet.workers:
-                worker.stop()
-        if "inventory" in only:
-            results["inventory"] = inventory(root, server.url, options.hosts, options.skills)
-    results["load_average"] = [load_start, os.getloadavg()[0]]
-    missed = []
-    if "overhead" in results and results["overhead"]["overhead_ms"] > OVERHEAD_TARGET_MS:
-        missed.append("remote-call overhead")
-    missed += [
-        f"GET /v1/skills ({label})"
-        for label in ("shared", "distinct")
-        if "inventory" in results and not results["inventory"][f"{label}_ok"]
-    ]
+    try:
+        results = run_bench(
+            options.calls,
+            options.block,
+            options.hosts,
+            options.skills,
+            options.workers,
+            options.parallel,
+            only,
+        )
+    except SkipBench as exc:
+        print(f"SKIPPED: {exc}")
+        return 1 if options.check else 0
+    missed = results["missed"]
     if options.json:
-        print(json.dumps({**results, "missed": missed}, indent=2))
+        print(json.dumps(results, indent=2))
     else:
-        report(results)
+        print("\n".join(report_lines(results)))
         if missed:
             print(f"missed: {', '.join(missed)}")
     return 1 if options.check and missed else 0
 
 
-def report(results: dict[str, Any]) -> None:
-    print("load average {:.2f} → {:.2f}".format(*results["load_average"]))
+def report_lines(results: dict[str, Any]) -> list[str]:
+    lines: list[str] = []
+    lines.append("load average {:.2f} → {:.2f}".format(*results["load_average"]))
     if "overhead" in results:
         o = results["overhead"]
         low, high = o["overhead_spread_ms"]
-        print(f"remote call  p50 {o['remote_p50_ms']:.2f} ms  p99 {o['remote_p99_ms']:.2f} ms")
-        print(f"local call   p50 {o['local_p50_ms']:.2f} ms  p99 {o['local_p99_ms']:.2f} ms")
+        lines.append(
+            f"remote call  p50 {o['remote_p50_ms']:.2f} ms  p99 {o['remote_p99_ms']:.2f} ms"
+        )
+        lines.append(f"local call   p50 {o['local_p50_ms']:.2f} ms  p99 {o['local_p99_ms']:.2f} ms")
         ok = o["overhead_ms"] <= OVERHEAD_TARGET_MS
-        print(
+        lines.append(
             f"overhead     {o['overhead_ms']:.2f} ms: median of {o['pairs']} paired blocks' "
             f"p50 differences (quartiles {low:.2f}–{high:.2f} ms; {o['calls']} calls each side) "
             f"{'ok' if ok else 'over'} (≤ {OVERHEAD_TARGET_MS:.0f} ms); "
@@ -448,7 +481,7 @@ def report(results: dict[str, Any]) -> None:
         )
     if "decompose" in results:
         d = results["decompose"]
-        print(
+        lines.append(
             f"  phases p50: submit → dispatched {d['before_p50_ms']:.2f} ms, "
             f"hand-over (dispatched → accepted) {d['hand_over_p50_ms']:.2f} ms, "
             f"checks (accepted → running) {d['worker_start_p50_ms']:.2f} ms, "
@@ -457,21 +490,21 @@ def report(results: dict[str, Any]) -> None:
             f"back (ended → outcome here) {d['back_p50_ms']:.2f} ms; "
             f"{d['events_per_call']:.0f} events a call"
         )
-        print(
+        lines.append(
             f"  parts p50: sign {d['sign_p50_ms']:.3f} ms, verify {d['verify_p50_ms']:.3f} ms, "
             f"ledger take {d['take_p50_ms']:.3f} ms, ledger finish {d['finish_p50_ms']:.3f} ms, "
             f"one JetStream publish {d['js_p50_ms']:.3f} ms"
         )
     if "throughput" in results:
         t = results["throughput"]
-        print(
+        lines.append(
             f"throughput   {t['remote_calls_per_s']:.0f} calls/s on {t['workers']} workers, "
             f"{t['local_calls_per_s']:.0f} calls/s local ({t['calls']} calls, 32 in flight)"
         )
     if "inventory" in results:
         i = results["inventory"]
         for label in ("shared", "distinct"):
-            print(
+            lines.append(
                 f"inventory {label:8} {i['hosts']}×{i['skills_per_host']}: "
                 f"{i[f'{label}_skills_offered']} skills offered, "
                 f"apply all {i[f'{label}_apply_all_ms']:.0f} ms, merge p50 "
@@ -480,6 +513,7 @@ def report(results: dict[str, Any]) -> None:
                 f"({i[f'{label}_get_skills_bytes'] // 1024} KiB) "
                 f"{'ok' if i[f'{label}_ok'] else 'over'} (≤ {TARGET_MS:.0f} ms)"
             )
+    return lines
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_cli_start
+import bench_fleet
 import bench_leaks
 import bench_loader
 import bench_masking
@@ -217,6 +218,30 @@ def mcp_rows(r: dict[str, Any]) -> list[str]:
     return rows
 
 
+def fleet_rows(r: dict[str, Any]) -> list[str]:
+    rows = []
+    if "overhead" in r:
+        o = r["overhead"]
+        low, high = o["overhead_spread_ms"]
+        rows.append(
+            f"| Remote call over NATS: overhead over the same call run locally (median of"
+            f" {o['pairs']} paired blocks' p50 differences) | {o['overhead_ms']:.2f} ms"
+            f" (quartiles {low:.2f}–{high:.2f}) | local call p50 {o['local_p50_ms']:.2f} ms,"
+            f" remote {o['remote_p50_ms']:.2f} ms | — | ≤ {bench_fleet.OVERHEAD_TARGET_MS:.0f} ms"
+            f" | {_v(o['overhead_ms'] <= bench_fleet.OVERHEAD_TARGET_MS)} |"
+        )
+    if "inventory" in r:
+        i = r["inventory"]
+        for label in ("shared", "distinct"):
+            rows.append(
+                f"| `GET /v1/skills`, {i['hosts']} hosts × {i['skills_per_host']} skills"
+                f" ({label}: {i[f'{label}_skills_offered']:,} offered, p50)"
+                f" | {i[f'{label}_get_skills_p50_ms']:.1f} ms | — | — |"
+                f" ≤ {bench_fleet.TARGET_MS:.0f} ms | {_v(i[f'{label}_ok'])} |"
+            )
+    return rows
+
+
 def replica_rows(r: dict[str, Any]) -> list[str]:
     store = r["store"]
     alone, both = store["followed on A only"], store["followed on A and B"]
@@ -258,6 +283,9 @@ def missed_bars(results: dict[str, Any]) -> list[str]:
     mcp = results.get("mcp")
     if isinstance(mcp, dict) and not mcp["ok"]:
         missed.append("mcp: tools/call p50")
+    fleet = results.get("fleet")
+    if isinstance(fleet, dict):
+        missed += [f"fleet: {bar}" for bar in fleet["missed"]]
     replicas = results.get("replicas")
     if isinstance(replicas, dict):
         if not replicas["ok"]:
@@ -292,6 +320,7 @@ def table(results: dict[str, Any], when: str, elapsed: float, loads: tuple[float
         ("leaks", leak_rows),
         ("rest", rest_rows),
         ("mcp", mcp_rows),
+        ("fleet", fleet_rows),
         ("replicas", replica_rows),
         ("cli", cli_rows),
     )
@@ -319,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="small counts (smoke run, not figures)")
     p.add_argument(
         "--only",
-        default="runner,sandbox,masking,loader,leaks,rest,mcp,replicas,cli",
+        default="runner,sandbox,masking,loader,leaks,rest,mcp,fleet,replicas,cli",
         help="comma-separated benches",
     )
     p.add_argument("--json", metavar="FILE", help="also write every figure as JSON to FILE")
@@ -394,6 +423,16 @@ def main(argv: list[str] | None = None) -> int:
             eprint("\n".join(bench_mcp.report_lines(results["mcp"])))
         except SkipBench as exc:
             results["mcp"] = str(exc)
+    if "fleet" in only:
+        eprint("== fleet: a remote call over NATS beside the same call run locally; inventory")
+        try:
+            calls, hosts, skills = (40, 10, 5) if ns.quick else (600, 200, 50)
+            results["fleet"] = bench_fleet.run_bench(
+                calls, hosts=hosts, skills=skills, only={"overhead", "inventory"}
+            )
+            eprint("\n".join(bench_fleet.report_lines(results["fleet"])))
+        except SkipBench as exc:
+            results["fleet"] = str(exc)
     if "replicas" in only:
         eprint("== replicas: a call's events on a client of another replica (PostgreSQL)")
         try:
