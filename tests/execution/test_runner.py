@@ -18,7 +18,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -1235,9 +1235,18 @@ def test_a_call_on_another_threads_loop_leaves_the_poller_of_a_running_loop_alon
 
     class Held:
         name = real.name
+        checks_entry = False
 
         def spawn(
-            self, path: str, cwd: str, env: Mapping[str, str], payload: bytes, epoll_fd: int
+            self,
+            path: str,
+            cwd: str,
+            env: Mapping[str, str],
+            payload: bytes,
+            epoll_fd: int,
+            conf: Sequence[int] | None = None,
+            quiet: bool = False,
+            check: bool = False,
         ) -> Child:
             if epoll_fd >= 0 and not go.is_set():
                 given = os.fstat(epoll_fd).st_ino
@@ -1247,7 +1256,7 @@ def test_a_call_on_another_threads_loop_leaves_the_poller_of_a_running_loop_alon
                     still_given.append(os.fstat(epoll_fd).st_ino == given)
                 except OSError:  # closed
                     still_given.append(False)
-            return real.spawn(path, cwd, env, payload, epoll_fd)
+            return real.spawn(path, cwd, env, payload, epoll_fd, conf, quiet, check)
 
     fast.spawner = Held()
     first: list[object] = []

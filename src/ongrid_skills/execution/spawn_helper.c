@@ -1,12 +1,17 @@
 /* The spawn helper: one external-skill child started the way SPEC §4 wants, in one C call.
  *
- * Built on first use into a shared library by ongrid_skills.execution.spawner (with the
- * system's cc, cached by the hash of this file) and called through ctypes. It exists because
+ * Built on first use into a shared library, with call_helper.c, by
+ * ongrid_skills.execution.spawner (with the system's cc, cached by the hash of both files) and
+ * called through ctypes. It exists because
  * Python 3.11's os.posix_spawn cannot set the child's cwd, and subprocess.Popen, which can,
  * costs about twice the parent CPU of a posix_spawn.
  *
- * ongrid_spawn(path, cwd, env, nenv, payload, len, epfd, out) does, for argv = [path]:
- *   - three pipes (O_CLOEXEC); the parent's ends are made non-blocking;
+ * ongrid_spawn(path, cwd, env, nenv, payload, len, epfd, flags, out) does, for argv = [path]:
+ *   - with flags & SPAWN_CHECK_ENTRY, first the entry re-check of call_helper.c's
+ *     ongrid_entry_ok: when it does not pass, nothing else is done and -1 is returned (the
+ *     caller runs the full check, which says why);
+ *   - three pipes (O_CLOEXEC); the parent's ends are made non-blocking (stdin only when the
+ *     payload is longer than PIPE_BUF: shorter, it is written at once and closed);
  *   - posix_spawn with, in the child: a new session (POSIX_SPAWN_SETSID, so a new process
  *     group too), an empty signal mask, SIGPIPE and SIGXFSZ back to their default action
  *     (Python ignores them; subprocess restores them too), stdin/stdout/stderr on the pipes,
@@ -16,8 +21,10 @@
  *   - as much of `payload` written to stdin as the pipe takes without blocking, and stdin
  *     closed when all of it was (or the child will never read it: EPIPE);
  *   - when `epfd` >= 0, stdout, stderr and the pidfd added to that epoll (EPOLLIN, data = fd);
+ *     with flags & SPAWN_WATCH_PIDFD, the pidfd alone (a quiet start: see child_call.py);
  *   - out = {pid, stdin (write end, or -1 once closed), stdout (read end), stderr (read end),
- *     pidfd, bytes of payload written, 1 if the descriptors were added to epfd else 0}.
+ *     pidfd, bytes of payload written, what was added to epfd: 0 nothing, 1 the three
+ *     descriptors, 2 the pidfd alone}.
  * It returns 0, or the errno of what failed (nothing is left open or running then). What it
  * does after the spawn cannot fail the call: the runner redoes what was not done.
  *
@@ -31,6 +38,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -49,7 +57,11 @@
 #error "posix_spawn cannot start a new session here"
 #endif
 
-#define ONGRID_SPAWN_ABI 3
+#define ONGRID_SPAWN_ABI 4
+#define SPAWN_CHECK_ENTRY 1
+#define SPAWN_WATCH_PIDFD 2
+
+int ongrid_entry_ok(const char *path); /* call_helper.c */
 
 int ongrid_spawn_abi(void) { return ONGRID_SPAWN_ABI; }
 
@@ -89,7 +101,7 @@ static long feed(int *fd, const char *payload, long len) {
     return done;
 }
 
-/* Adds the three descriptors to `epfd`; all or none. */
+/* Adds the `n` descriptors to `epfd`; all or none. */
 static int watch(int epfd, const int *fds, int n) {
     for (int i = 0; i < n; i++) {
         struct epoll_event ev;
@@ -107,12 +119,59 @@ static int watch(int epfd, const int *fds, int n) {
 static pid_t confined_spawn(const char *path, const char *cwd, char **envp, const int *fds,
                             const long *conf, int *rc);
 
+/* The file actions of this thread's last spawn, kept for the next one with the same three
+ * descriptors and cwd (a serial caller gets the same descriptor numbers every time): building
+ * them costs seven getrlimit calls in glibc, which checks every descriptor it is given. */
+static __thread struct {
+    int valid, in, out, err;
+    char *cwd;
+    posix_spawn_file_actions_t fa;
+} kept;
+
+static int file_actions(const int *fds, const char *cwd, posix_spawn_file_actions_t **found) {
+    if (kept.valid && kept.in == fds[0] && kept.out == fds[3] && kept.err == fds[5] &&
+        strcmp(kept.cwd, cwd) == 0) {
+        *found = &kept.fa;
+        return 0;
+    }
+    if (kept.valid) {
+        posix_spawn_file_actions_destroy(&kept.fa);
+        free(kept.cwd);
+        kept.valid = 0;
+    }
+    kept.cwd = strdup(cwd);
+    if (kept.cwd == NULL) return ENOMEM;
+    int rc = posix_spawn_file_actions_init(&kept.fa);
+    if (rc != 0) {
+        free(kept.cwd);
+        return rc;
+    }
+    if (!rc) rc = posix_spawn_file_actions_adddup2(&kept.fa, fds[0], 0);
+    if (!rc) rc = posix_spawn_file_actions_adddup2(&kept.fa, fds[3], 1);
+    if (!rc) rc = posix_spawn_file_actions_adddup2(&kept.fa, fds[5], 2);
+    if (!rc) rc = posix_spawn_file_actions_addchdir_np(&kept.fa, cwd);
+    if (!rc) rc = posix_spawn_file_actions_addclosefrom_np(&kept.fa, 3);
+    if (rc != 0) {
+        posix_spawn_file_actions_destroy(&kept.fa);
+        free(kept.cwd);
+        return rc;
+    }
+    kept.in = fds[0];
+    kept.out = fds[3];
+    kept.err = fds[5];
+    kept.valid = 1;
+    *found = &kept.fa;
+    return 0;
+}
+
 static int spawn_any(const char *path, const char *cwd, const char *env, int nenv,
-                     const char *payload, long len, int epfd, long *out, const long *conf) {
+                     const char *payload, long len, int epfd, int flags, long *out,
+                     const long *conf) {
     int fds[6] = {-1, -1, -1, -1, -1, -1}; /* in_r, in_w, out_r, out_w, err_r, err_w */
     int rc = 0;
     char **envp = NULL;
     if (nenv < 0) return EINVAL;
+    if ((flags & SPAWN_CHECK_ENTRY) && !ongrid_entry_ok(path)) return -1;
     if (pipe2(fds, O_CLOEXEC) || pipe2(fds + 2, O_CLOEXEC) || pipe2(fds + 4, O_CLOEXEC)) {
         rc = errno;
         close_all(fds, 6);
@@ -139,37 +198,30 @@ static int spawn_any(const char *path, const char *cwd, const char *env, int nen
         pid = confined_spawn(path, cwd, envp, fds, conf, &rc);
         goto spawned;
     }
-    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_t *fa = NULL;
     posix_spawnattr_t attr;
     sigset_t none, dflt;
     sigemptyset(&none);
     sigemptyset(&dflt);
     sigaddset(&dflt, SIGPIPE);
     sigaddset(&dflt, SIGXFSZ);
-    if ((rc = posix_spawn_file_actions_init(&fa)) != 0) {
+    if ((rc = file_actions(fds, cwd, &fa)) != 0) {
         free(envp);
         close_all(fds, 6);
         return rc;
     }
     if ((rc = posix_spawnattr_init(&attr)) != 0) {
-        posix_spawn_file_actions_destroy(&fa);
         free(envp);
         close_all(fds, 6);
         return rc;
     }
-    if (!rc) rc = posix_spawn_file_actions_adddup2(&fa, fds[0], 0);
-    if (!rc) rc = posix_spawn_file_actions_adddup2(&fa, fds[3], 1);
-    if (!rc) rc = posix_spawn_file_actions_adddup2(&fa, fds[5], 2);
-    if (!rc) rc = posix_spawn_file_actions_addchdir_np(&fa, cwd);
-    if (!rc) rc = posix_spawn_file_actions_addclosefrom_np(&fa, 3);
     if (!rc)
         rc = posix_spawnattr_setflags(
             &attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
     if (!rc) rc = posix_spawnattr_setsigmask(&attr, &none);
     if (!rc) rc = posix_spawnattr_setsigdefault(&attr, &dflt);
     char *argv[2] = {(char *)path, NULL};
-    if (!rc) rc = posix_spawn(&pid, path, &fa, &attr, argv, envp);
-    posix_spawn_file_actions_destroy(&fa);
+    if (!rc) rc = posix_spawn(&pid, path, fa, &attr, argv, envp);
     posix_spawnattr_destroy(&attr);
 spawned:
     free(envp);
@@ -183,7 +235,9 @@ spawned:
         close(fds[4]);
         return rc;
     }
-    fcntl(fds[1], F_SETFL, O_NONBLOCK);
+    /* stdin stays blocking when the payload fits a pipe's atomic write (PIPE_BUF: every pipe
+     * holds that much, so the write returns at once and stdin is closed here) */
+    if (len > PIPE_BUF) fcntl(fds[1], F_SETFL, O_NONBLOCK);
     fcntl(fds[2], F_SETFL, O_NONBLOCK);
     fcntl(fds[4], F_SETFL, O_NONBLOCK);
     int pidfd = -1;
@@ -200,18 +254,23 @@ spawned:
     out[3] = fds[4];
     out[4] = pidfd;
     out[5] = written;
-    out[6] = epfd >= 0 ? watch(epfd, watched, pidfd >= 0 ? 3 : 2) : 0;
+    out[6] = 0;
+    if (epfd >= 0 && !(flags & SPAWN_WATCH_PIDFD))
+        out[6] = watch(epfd, watched, pidfd >= 0 ? 3 : 2);
+    else if (epfd >= 0 && pidfd >= 0 && watch(epfd, &pidfd, 1))
+        out[6] = 2;
     return 0;
 }
 
 int ongrid_spawn(const char *path, const char *cwd, const char *env, int nenv,
-                 const char *payload, long len, int epfd, long *out) {
-    return spawn_any(path, cwd, env, nenv, payload, len, epfd, out, NULL);
+                 const char *payload, long len, int epfd, int flags, long *out) {
+    return spawn_any(path, cwd, env, nenv, payload, len, epfd, flags, out, NULL);
 }
 
 /* ---- confined spawn (sandbox profiles, docs/security.md) ----------------------------------
  *
- * ongrid_spawn_confined(..., conf) is ongrid_spawn with the child confined before it execs:
+ * ongrid_spawn_confined(..., conf) is ongrid_spawn with the child confined before it execs
+ * (the runner checks a confined call's entry itself: it needs the canonical path first):
  *   conf[0]  a Landlock ruleset descriptor (built by the parent, O_CLOEXEC), or -1;
  *   conf[1]  flags: 1 = no_new_privs, 2 = new PID namespace whose pid_max is conf[2],
  *            4 = drop every capability (bounding set, then the process's sets: root's
@@ -346,10 +405,10 @@ static pid_t confined_spawn(const char *path, const char *cwd, char **envp, cons
 }
 
 int ongrid_spawn_confined(const char *path, const char *cwd, const char *env, int nenv,
-                          const char *payload, long len, int epfd, long *out,
+                          const char *payload, long len, int epfd, int flags, long *out,
                           const long *conf) {
     if (conf == NULL) return EINVAL;
-    return spawn_any(path, cwd, env, nenv, payload, len, epfd, out, conf);
+    return spawn_any(path, cwd, env, nenv, payload, len, epfd, flags, out, conf);
 }
 
 /* ---- Landlock rulesets --------------------------------------------------------------------

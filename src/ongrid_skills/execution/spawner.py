@@ -49,6 +49,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -65,19 +66,37 @@ from ongrid_skills.execution.reaping import (
 
 LOG = logging.getLogger("ongrid_skills.runner")
 SOURCE = Path(__file__).with_name("spawn_helper.c")
+SOURCES = (SOURCE, SOURCE.with_name("call_helper.c"))  # compiled into one library
 CFLAGS = ("-O2", "-shared", "-fPIC", "-Wall")
-ABI = 3
+ABI = 4
+CHECK_ENTRY = 1  # ongrid_spawn's flags (spawn_helper.c)
+WATCH_PIDFD = 2
+WATCHED_ALL = 1  # Child.watched: stdout, stderr and the pidfd were added to the epoll given
+WATCHED_PIDFD = 2  # the pidfd alone (a quiet start)
+_COLLECT_BYTES = 65536  # per pipe and collect: a pipe's default capacity
 ENV_SWITCH = "ONGRID_SPAWN_HELPER"  # "off" (or 0/false/no): always use subprocess
 COMPILE_TIMEOUT_SECONDS = 60.0
 
 Mode = Literal["auto", "helper", "subprocess"]
 
 
+class EntryUnverified(Exception):
+    """The helper's fast entry re-check did not pass: nothing was spawned; the caller runs the
+    full check (which says why, or passes: a symlink on the way to an entry still inside)."""
+
+
+#: What :meth:`HelperSpawner.collect` found: stdout and stderr read, whether each pipe reached
+#: EOF (and was closed), whether the child was reaped (group killed, record slot cleared,
+#: pidfd closed) and its return code (None: unknown).
+Collected = tuple[bytes, bytes, bool, bool, bool, "int | None"]
+
+
 @dataclass(slots=True)
 class Child:
     """A started child: its pid, the parent's pipe ends (non-blocking; stdin None once all of
     the payload was written and it was closed), a pidfd or None, how many bytes of the payload
-    were written, and whether stdout, stderr and the pidfd were added to the epoll given."""
+    were written, and what was added to the epoll given (0 nothing, ``WATCHED_ALL``,
+    ``WATCHED_PIDFD``)."""
 
     pid: int
     stdin: int | None
@@ -85,10 +104,12 @@ class Child:
     stderr: int
     pidfd: int | None
     written: int
-    watched: bool
+    watched: int
     # Kept for the fallback only: a Popen dropped while its returncode is None would be queued
     # for subprocess's own reaping, which must never reap a call's leader before the runner.
     popen: subprocess.Popen[bytes] | None = None
+    # The helper's: the whole end of the call in one C call (see HelperSpawner.collect).
+    helper: HelperSpawner | None = None
 
     def reaped(self, returncode: int | None) -> None:
         """The runner reaped the child: tell the Popen object, if any, that it is done."""
@@ -97,9 +118,13 @@ class Child:
 
 
 class Spawner(Protocol):
-    """Starts one child; raises OSError when it cannot be started (nothing left behind)."""
+    """Starts one child; raises OSError when it cannot be started (nothing left behind).
+
+    ``quiet``: add only the pidfd to ``epoll_fd``; ``check``: re-check the entry first and
+    raise :class:`EntryUnverified` when that does not pass (only where ``checks_entry``)."""
 
     name: str
+    checks_entry: bool
 
     def spawn(
         self,
@@ -109,6 +134,8 @@ class Spawner(Protocol):
         payload: bytes,
         epoll_fd: int,
         conf: Sequence[int] | None = None,
+        quiet: bool = False,
+        check: bool = False,
     ) -> Child: ...
 
 
@@ -116,6 +143,7 @@ class PopenSpawner:
     """The pure-Python path: ``subprocess.Popen`` on pipes made here."""
 
     name = "subprocess"
+    checks_entry = False
 
     def spawn(
         self,
@@ -125,7 +153,11 @@ class PopenSpawner:
         payload: bytes,
         epoll_fd: int,
         conf: Sequence[int] | None = None,
+        quiet: bool = False,
+        check: bool = False,
     ) -> Child:
+        if check:  # the runner asks only where checks_entry
+            raise EntryUnverified(path)
         if conf is not None:  # never unconfined (the runner refuses before asking)
             raise OSError(errno.ENOSYS, "confinement needs the spawn helper", path)
         for name, value in env.items():  # refused as the helper refuses it (Popen takes "=x")
@@ -156,13 +188,15 @@ class PopenSpawner:
         pidfd = _pidfd_open(proc.pid)
         stdin, written = _feed(in_w, payload)
         # The epoll is left to the runner's poller: Python cannot add to it by descriptor.
-        return Child(proc.pid, stdin, out_r, err_r, pidfd, written, False, proc)
+        return Child(proc.pid, stdin, out_r, err_r, pidfd, written, 0, proc)
 
 
 class HelperSpawner:
-    """The C path: one call of ``ongrid_spawn`` (see ``spawn_helper.c``)."""
+    """The C path: one call of ``ongrid_spawn`` (see ``spawn_helper.c``), and at the call's
+    end one of ``ongrid_collect`` (``call_helper.c``)."""
 
     name = "helper"
+    checks_entry = True
 
     def __init__(self, library: ctypes.CDLL) -> None:
         fn = library.ongrid_spawn
@@ -174,10 +208,26 @@ class HelperSpawner:
             ctypes.c_char_p,
             ctypes.c_long,
             ctypes.c_int,
+            ctypes.c_int,
             ctypes.POINTER(ctypes.c_long),
         ]
         fn.restype = ctypes.c_int
         self._spawn = fn
+        # Through a PyDLL view of the library: it does not block (the child has exited, its
+        # pipes are non-blocking), so it keeps the GIL rather than drop and take it again.
+        collect = ctypes.PyDLL(library._name, handle=library._handle).ongrid_collect
+        collect.argtypes = [
+            ctypes.c_int,
+            ctypes.c_int,
+            ctypes.c_int,
+            ctypes.c_int,
+            ctypes.c_long,
+            ctypes.c_void_p,
+            ctypes.c_void_p,
+        ]
+        collect.restype = ctypes.c_long
+        self._collect = collect
+        self._scratch = _Scratch()  # per thread: loops in several threads may collect at once
         confined = library.ongrid_spawn_confined
         confined.argtypes = [*fn.argtypes, ctypes.POINTER(ctypes.c_long)]
         confined.restype = ctypes.c_int
@@ -209,22 +259,36 @@ class HelperSpawner:
         payload: bytes,
         epoll_fd: int,
         conf: Sequence[int] | None = None,
+        quiet: bool = False,
+        check: bool = False,
     ) -> Child:
         raw_path, raw_cwd = os.fsencode(path), os.fsencode(cwd)
         if 0 in raw_path or 0 in raw_cwd:  # C would silently cut the string there
             raise ValueError("embedded null byte")
         blob = b"".join([_env_entry(name, value) for name, value in env.items()])
         out = (ctypes.c_long * 7)()
+        flags = (CHECK_ENTRY if check else 0) | (WATCH_PIDFD if quiet else 0)
         if conf is None:
             err = self._spawn(
-                raw_path, raw_cwd, blob, len(env), payload, len(payload), epoll_fd, out
+                raw_path, raw_cwd, blob, len(env), payload, len(payload), epoll_fd, flags, out
             )
         else:
             words = (ctypes.c_long * len(conf))(*conf)
             err = self._confined(
-                raw_path, raw_cwd, blob, len(env), payload, len(payload), epoll_fd, out, words
+                raw_path,
+                raw_cwd,
+                blob,
+                len(env),
+                payload,
+                len(payload),
+                epoll_fd,
+                flags,
+                out,
+                words,
             )
         if err:
+            if err < 0:
+                raise EntryUnverified(path)
             raise OSError(err, os.strerror(err), path)
         pid, stdin, stdout, stderr, pidfd, written, watched = out
         return Child(
@@ -234,8 +298,41 @@ class HelperSpawner:
             stderr,
             pidfd if pidfd >= 0 else None,
             written,
-            watched == 1,
+            watched,
+            None,
+            self,
         )
+
+    def collect(
+        self, child: Child, pidfd: int, out: int, err: int, room: int, slot: int | None
+    ) -> Collected:
+        """At ``child``'s exit: read what its pipes ``out`` and ``err`` hold (-1: at EOF
+        already; at most ``room`` bytes of stdout), close those at EOF, and once both are,
+        kill the group, clear the record ``slot`` (its address, or None), reap and close
+        ``pidfd`` (-1: none), in that order (``ongrid_collect`` in ``call_helper.c``)."""
+        scratch = self._scratch
+        cap = room if room < _COLLECT_BYTES else _COLLECT_BYTES
+        got = self._collect(child.pid, pidfd, out, err, cap, slot, scratch.address)
+        n_out, n_err = got & 0xFFFFF, got >> 20 & 0xFFFFF
+        reaped, code = got >> 42 & 3, got >> 44 & 0x1FF
+        view = scratch.view
+        return (
+            view[:n_out].tobytes() if n_out else b"",
+            view[cap : cap + n_err].tobytes() if n_err else b"",
+            got >> 40 & 1 == 1,
+            got >> 41 & 1 == 1,
+            reaped != 0,
+            (code - 512 if code & 256 else code) if reaped == 1 else None,
+        )
+
+
+class _Scratch(threading.local):
+    """One thread's buffers for :meth:`HelperSpawner.collect` (made once, not per call)."""
+
+    def __init__(self) -> None:
+        self.buffer = ctypes.create_string_buffer(2 * _COLLECT_BYTES)
+        self.address = ctypes.addressof(self.buffer)
+        self.view = memoryview(self.buffer).cast("B")
 
 
 class SpawnPool:
@@ -254,6 +351,7 @@ class SpawnPool:
         env: Mapping[str, str],
         payload: bytes,
         conf: Sequence[int] | None = None,
+        check: bool = False,
     ) -> Child:
         """Spawn in a worker thread (the descriptors are not added to any epoll). Cancelled
         while the thread spawns, the child is killed and reaped as soon as it exists."""
@@ -262,10 +360,7 @@ class SpawnPool:
             executor = self._executor = ThreadPoolExecutor(
                 self.workers, thread_name_prefix="ongrid-spawn"
             )
-        if conf is None:
-            future = executor.submit(spawner.spawn, path, cwd, env, payload, -1)
-        else:
-            future = executor.submit(spawner.spawn, path, cwd, env, payload, -1, conf)
+        future = executor.submit(spawner.spawn, path, cwd, env, payload, -1, conf, False, check)
         try:
             return await asyncio.shield(asyncio.wrap_future(future))
         except asyncio.CancelledError:
@@ -362,11 +457,12 @@ def _helper() -> HelperSpawner | str:
     """The helper, loaded (built first when needed); or why it is unavailable."""
     if not sys.platform.startswith("linux"):
         return f"not built on {sys.platform}"
-    try:
-        source = SOURCE.read_bytes()
-    except OSError as exc:
-        return f"cannot read {SOURCE}: {exc.strerror or exc}"
-    digest = hashlib.sha256(source)
+    digest = hashlib.sha256()
+    for source in SOURCES:
+        try:
+            digest.update(source.read_bytes())
+        except OSError as exc:
+            return f"cannot read {source}: {exc.strerror or exc}"
     digest.update(" ".join((*CFLAGS, platform.machine())).encode())
     name = f"spawn-{digest.hexdigest()[:20]}.so"
     problems: list[str] = []
@@ -426,7 +522,7 @@ def _build(target: Path) -> str | None:
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
         proc = subprocess.run(
-            [compiler, *CFLAGS, "-o", str(tmp), str(SOURCE)],
+            [compiler, *CFLAGS, "-o", str(tmp), *map(str, SOURCES)],
             capture_output=True,
             text=True,
             timeout=COMPILE_TIMEOUT_SECONDS,
@@ -478,6 +574,8 @@ if __name__ == "__main__":
 
 __all__ = [
     "Child",
+    "Collected",
+    "EntryUnverified",
     "HelperSpawner",
     "PopenSpawner",
     "SpawnPool",
