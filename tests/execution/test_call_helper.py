@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from ongrid_skills.execution.spawner import Child, EntryUnverified, HelperSpawner, spawner
-from tests.support.processes import open_fds, open_fds_settled, pid_gone, read_pid
+from tests.support.processes import alive, open_fds, open_fds_settled, pid_gone, read_pid
 from tests.support.runner import canonical_dir, require_helper, write_executable
 from tests.support.waiting import wait_for
 
@@ -115,7 +115,7 @@ def test_collect_hands_back_both_pipes_then_kills_the_group_clears_the_slot_and_
     assert pid_gone(child.pid)  # reaped
     assert open_fds() == before  # both pipes and the pidfd closed
     background = wait_for(lambda: read_pid(script.parent / "bg.pid"), "the leftover's pid")
-    wait_for(lambda: pid_gone(background), "the group's leftover to die")
+    wait_for(lambda: not alive(background), "the group's leftover to die")
 
 
 def test_collect_reports_death_by_signal_as_a_negative_return_code(

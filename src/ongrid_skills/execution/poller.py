@@ -79,7 +79,8 @@ class EpollPoller:
         return epoll
 
     def fileno(self) -> int:
-        return self._armed().fileno()
+        epoll = self.epoll
+        return (epoll if epoll is not None else self._armed()).fileno()
 
     def add(self, fd: int, callback: Callback) -> None:
         self._armed().register(fd, select.EPOLLIN)

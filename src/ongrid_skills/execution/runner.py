@@ -154,7 +154,7 @@ class SubprocessRunner:
             and spawn.checks_entry
             and is_within(spec.entry, spec.root)
             and (spec.confine is None or is_within(spec.entry, spec.confine))
-            and self.sandbox.resolve(spec.sandbox, spec.skill_class).profile == NONE
+            and self._unconfined(spec)
         ):
             # The entry re-check in the helper, as it spawns: a path with no symlink on it is
             # its own canonical path, under the root by the comparison above (check_entry's
@@ -179,6 +179,14 @@ class SubprocessRunner:
         finally:
             if confinement is not None:
                 confinement.release()
+
+    def _unconfined(self, spec: SpawnSpec) -> bool:
+        """Whether the call runs under profile none (the operator's default for its class, and
+        no declaration of its own: no profile object to build)."""
+        policy = self.sandbox
+        if spec.sandbox is None:
+            return policy.defaults.get(spec.skill_class, NONE) == NONE
+        return policy.resolve(spec.sandbox, spec.skill_class).profile == NONE
 
     async def _run(
         self,

@@ -74,6 +74,7 @@ WATCH_PIDFD = 2
 WATCHED_ALL = 1  # Child.watched: stdout, stderr and the pidfd were added to the epoll given
 WATCHED_PIDFD = 2  # the pidfd alone (a quiet start)
 _COLLECT_BYTES = 65536  # per pipe and collect: a pipe's default capacity
+_FS_ENCODING, _FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
 ENV_SWITCH = "ONGRID_SPAWN_HELPER"  # "off" (or 0/false/no): always use subprocess
 COMPILE_TIMEOUT_SECONDS = 60.0
 
@@ -262,10 +263,12 @@ class HelperSpawner:
         quiet: bool = False,
         check: bool = False,
     ) -> Child:
-        raw_path, raw_cwd = os.fsencode(path), os.fsencode(cwd)
+        # os.fsencode's own encoding, without its Python frame (this runs on every call)
+        raw_path = path.encode(_FS_ENCODING, _FS_ERRORS)
+        raw_cwd = cwd.encode(_FS_ENCODING, _FS_ERRORS)
         if 0 in raw_path or 0 in raw_cwd:  # C would silently cut the string there
             raise ValueError("embedded null byte")
-        blob = b"".join([_env_entry(name, value) for name, value in env.items()])
+        blob = b"".join([_env_entry(name, value) for name, value in env.items()]) if env else b""
         out = (ctypes.c_long * 7)()
         flags = (CHECK_ENTRY if check else 0) | (WATCH_PIDFD if quiet else 0)
         if conf is None:
