@@ -10,22 +10,27 @@ how much was written and whether the descriptors are watched. Doing all of this 
 most of what the helper saves: every Python statement between the spawn and the loop's next wait
 delays the child, which starts on the same core.
 
-- :class:`HelperSpawner` calls ``ongrid_spawn`` of ``spawn_helper.c`` (one ``posix_spawn`` with
-  a chdir action): about half the parent CPU of ``Popen``. The library is compiled on first use
-  with the system's ``cc`` and cached by the hash of its source and flags, in the virtualenv
-  (``<venv>/lib/ongrid-skills/``) or else the user's cache dir (``~/.cache/ongrid-skills/``); a
-  library is loaded only from a directory and file owned by this user (or root) that nobody else
-  can write. A confined call (a sandbox profile) goes through ``ongrid_spawn_confined`` instead,
-  which clones the child itself to apply the Landlock ruleset, rlimits and ``no_new_privs``
-  before ``execve`` (:mod:`ongrid_skills.execution.confine`).
+- :class:`HelperSpawner` calls ``ongrid_spawn`` of ``spawn_helper.c`` (the child cloned with
+  ``CLONE_VM | CLONE_VFORK`` as ``posix_spawn`` does, its handled signals read from
+  ``/proc/self/status`` rather than asked one by one): about half the parent CPU of ``Popen``.
+  Asked to (``check``), it re-checks the entry first (``call_helper.c``: no symlink on its path,
+  a regular executable file) and spawns nothing, raising :class:`EntryUnverified`, when that does
+  not pass; at the call's exit :meth:`HelperSpawner.collect` drains, kills, reaps and closes in
+  one C call. The library (both files) is compiled on first use with the system's ``cc`` and
+  cached by the hash of its sources and flags, in the virtualenv (``<venv>/lib/ongrid-skills/``)
+  or else the user's cache dir (``~/.cache/ongrid-skills/``); a library is loaded only from a
+  directory and file owned by this user (or root) that nobody else can write. A confined call (a
+  sandbox profile) goes through ``ongrid_spawn_confined``, whose child also applies the Landlock
+  ruleset, rlimits and ``no_new_privs`` before ``execve``
+  (:mod:`ongrid_skills.execution.confine`).
 - :class:`PopenSpawner` is the pure-Python fallback (``subprocess.Popen``), used when there is
-  no compiler, the C library lacks ``posix_spawn``'s chdir/closefrom extensions (glibc < 2.34,
-  macOS), or ``ONGRID_SPAWN_HELPER=off`` forces it. It confines nothing: the runner refuses a
-  confined call (``sandbox_unavailable``) rather than run it through this path.
+  no compiler, off Linux, or when ``ONGRID_SPAWN_HELPER=off`` forces it. It confines nothing:
+  the runner refuses a confined call (``sandbox_unavailable``) rather than run it through this
+  path.
 
 Which one a runner uses is decided once per process and mode (:func:`spawner`); why the helper
 is unavailable is logged once at INFO. :class:`SpawnPool` runs spawns in worker threads, for a
-runner that has other calls in flight: ``posix_spawn`` returns only once the child has exec'd
+runner that has other calls in flight: a spawn returns only once the child has exec'd
 (a millisecond on a loaded machine), and the event loop must not stand still meanwhile.
 
 This module must never run anything but the compiler before a call is admitted, nor load a
