@@ -16,7 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from ongrid_skills.execution.spawner import Child, EntryUnverified, HelperSpawner, spawner
+from ongrid_skills.execution.spawner import (
+    WATCHED_TIMED,
+    Child,
+    EntryUnverified,
+    HelperSpawner,
+    spawner,
+)
 from tests.support.processes import alive, open_fds, open_fds_settled, pid_gone, read_pid
 from tests.support.runner import canonical_dir, require_helper, write_executable
 from tests.support.waiting import wait_for
@@ -178,3 +184,40 @@ def test_spawns_in_turn_from_two_folders_each_run_in_their_own_folder(
         child = started(helper, script)
         got = helper.collect(child, child.pidfd or -1, child.stdout, child.stderr, 1 << 20, None)
         assert got[0] == f"{os.path.realpath(script.parent)}\n".encode()
+
+
+# ---- the quiet start's timer ----------------------------------------------------------------
+
+
+def test_a_quiet_spawn_arms_the_timer_it_is_given_and_collect_disarms_it(
+    helper: HelperSpawner, tmp_path: Path
+) -> None:
+    # The end of a quiet start without a timer of the event loop's: the helper arms the
+    # runner's timerfd as it spawns; a call collected before it expires leaves it quiet.
+    script = write_executable(tmp_path / "skill" / "run", "#!/bin/sh\necho '{}'\n")
+    timer = helper.quiet_timer()
+    assert timer >= 0
+    epoll = select.epoll()
+    try:
+        for collected_in_time in (True, False):
+            child = helper.spawn(
+                str(script), str(script.parent), {}, b"{}", epoll.fileno(), None, True, False,
+                timer, 50_000_000,
+            )  # fmt: skip
+            assert child.watched == WATCHED_TIMED
+            assert child.pidfd is not None
+            if collected_in_time:
+                select.select([child.pidfd], [], [], 15)
+                got = helper.collect(
+                    child, child.pidfd, child.stdout, child.stderr, 1 << 20, None, timer
+                )
+                assert got[4] is True
+                assert select.select([timer], [], [], 0.2)[0] == []  # disarmed: never expires
+            else:
+                assert select.select([timer], [], [], 5)[0] == [timer]  # expired
+                assert len(os.read(timer, 8)) == 8
+                select.select([child.pidfd], [], [], 15)
+                helper.collect(child, child.pidfd, child.stdout, child.stderr, 1 << 20, None)
+    finally:
+        epoll.close()
+        os.close(timer)

@@ -12,14 +12,15 @@
  * access(X_OK); 0 otherwise, for whatever reason (the caller then runs the full check, which
  * says why). Whether the path is under the skill's root is the caller's string comparison.
  *
- * ongrid_collect(pid, pidfd, out, err, cap, slot, buf), for a call whose main process exited:
+ * ongrid_collect(pid, pidfd, out, err, cap, slot, timer, buf), for a call whose main process
+ * exited:
  *   - reads what stdout (`out`) and stderr (`err`) hold without blocking: stdout into buf, at
  *     most `cap` bytes (<= COLLECT_MAX), stderr into buf + cap, at most COLLECT_MAX bytes; a
  *     descriptor < 0 is a pipe already at EOF;
  *   - closes each pipe that reached EOF (a read error counts as EOF, as on the Python path);
  *   - once both are at EOF, and only then: kill(-pid, SIGKILL) (what is left of the group),
- *     clears the call's group record slot (*slot = 0, unless NULL), reaps pid and closes the
- *     pidfd (unless -1). The group id cannot have been reused before that kill: the leader is
+ *     clears the call's group record slot (*slot = 0, unless NULL), reaps pid, closes the
+ *     pidfd (unless -1) and disarms `timer`, the quiet-start timer the call armed (unless -1). The group id cannot have been reused before that kill: the leader is
  *     not reaped yet. The order is ChildCall.finish's (see child_call.py).
  *   - returns, packed in one integer (no array for ctypes to fill and read back): bits 0-19
  *     the stdout bytes read, 20-39 the stderr bytes read, 40 stdout at EOF, 41 stderr at EOF,
@@ -101,7 +102,10 @@ static long drain(int fd, char *buf, long cap, long *eof) {
     return got; /* full: the caller reads on */
 }
 
-long ongrid_collect(int pid, int pidfd, int out, int err, long cap, long *slot, char *buf) {
+int ongrid_arm_timer(int timer, long ns); /* spawn_helper.c */
+
+long ongrid_collect(int pid, int pidfd, int out, int err, long cap, long *slot, int timer,
+                    char *buf) {
     long out_eof, err_eof;
     if (cap < 0 || cap > COLLECT_MAX) cap = COLLECT_MAX;
     long got_out = drain(out, buf, cap, &out_eof);
@@ -116,6 +120,7 @@ long ongrid_collect(int pid, int pidfd, int out, int err, long cap, long *slot, 
         reaped = waitpid(pid, &status, 0);
     } while (reaped < 0 && errno == EINTR);
     if (pidfd >= 0) close(pidfd);
+    if (timer >= 0) ongrid_arm_timer(timer, 0);
     if (reaped != pid) return packed | 2L << 42;
     long code = WIFSIGNALED(status) ? -WTERMSIG(status) : WEXITSTATUS(status);
     return packed | 1L << 42 | (code & 0x1ff) << 44;

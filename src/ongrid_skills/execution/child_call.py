@@ -22,6 +22,7 @@ from ongrid_skills.execution.poller import Poller
 from ongrid_skills.execution.records import Event, EventSink
 from ongrid_skills.execution.spawner import (
     WATCHED_ALL,
+    WATCHED_TIMED,
     Child,
     after_exit,
     exits_within,
@@ -75,6 +76,7 @@ class ChildCall:
         "pipes",
         "pipes_watched",
         "poller",
+        "quiet_timer",
         "reaped",
         "record",
         "runner",
@@ -97,7 +99,10 @@ class ChildCall:
         spec: SpawnSpec,
         on_event: EventSink | None,
         quiet: float = 0.0,
+        timer: int = -1,
     ) -> None:
+        """``timer``: the poller's quiet-start timer given to the spawner (it was armed if the
+        child says so); ``quiet``: the quiet start, kept by the loop when no timer was armed."""
         # Lean on purpose: this runs between the spawn and the loop's next wait, while the child
         # starts on the same core.
         self.loop = loop
@@ -122,6 +127,7 @@ class ChildCall:
         self.pidfd = pidfd = child.pidfd
         watched = child.watched  # what the helper added to the poller's epoll already
         self.starts: Deadlines | None = None
+        self.quiet_timer = -1
         # A quiet start: the exit alone is watched at first, and the pipes once the quiet start
         # is over (or at the exit, if something still holds them then). A call that ends before
         # (most do) wakes the loop once, at its exit, and drains both pipes then, instead of
@@ -134,6 +140,9 @@ class ChildCall:
             watch = poller.adopt if watched == WATCHED_ALL else poller.add
             watch(out_fd, self._on_stdout)
             watch(err_fd, self._on_stderr)
+        elif watched == WATCHED_TIMED:  # the helper armed the poller's timer: it ends the start
+            self.quiet_timer = timer
+            poller.on_timer = self._watch_pipes
         else:
             self.starts = runner.starts.on(loop)
             self.starts.add(self, quiet, self._watch_pipes)
@@ -151,13 +160,19 @@ class ChildCall:
         self.deadlines = runner.deadlines.on(loop)
         self.deadlines.add(self, timeout, self._on_timeout)
 
+    def _quiet_done(self) -> None:
+        on_timer = self.poller.on_timer
+        if on_timer is not None and getattr(on_timer, "__self__", None) is self:
+            self.poller.on_timer = None  # a later expiry (it was armed for this call) is moot
+        if self.starts is not None:
+            self.starts.discard(self)
+
     def _watch_pipes(self) -> None:
         """The quiet start is over: watch the pipes still open."""
         if self.pipes_watched:
             return
         self.pipes_watched = True
-        if self.starts is not None:
-            self.starts.discard(self)
+        self._quiet_done()
         for fd in sorted(self.pipes):
             self.poller.add(fd, self._on_stdout if fd == self.out_fd else self._on_stderr)
 
@@ -267,6 +282,7 @@ class ChildCall:
             err_fd if err_fd in pipes else -1,
             self.out.room(),
             record.address(slot) if record is not None else None,
+            self.quiet_timer if not self.pipes_watched else -1,  # disarmed: the call is over
         )
         if reaped:
             self.reaped = True
@@ -323,8 +339,7 @@ class ChildCall:
     def finish(self) -> None:
         """The call is done (exited, pipes at EOF): kill what is left of the group, reap."""
         self.deadlines.discard(self)
-        if self.starts is not None:
-            self.starts.discard(self)
+        self._quiet_done()
         for timer in self.timers:
             timer.cancel()
         if self.reaped:  # all done at the exit, in this order (see _collect)
@@ -354,8 +369,7 @@ class ChildCall:
         (uninterruptible sleep) is reaped by a thread waiting for its exit, for that reason.
         """
         self.deadlines.discard(self)
-        if self.starts is not None:
-            self.starts.discard(self)
+        self._quiet_done()
         for timer in self.timers:
             timer.cancel()
         self._kill_group(signal.SIGKILL)  # before the reap, as in finish

@@ -213,17 +213,31 @@ class SubprocessRunner:
         # A sweep ending another call while this one spawns must not take its child for an
         # orphan: the spawn is noted as a running call before it starts.
         key = reaper.spawning() if reaper is not None else 0
+        # The poller's quiet-start timer, made with its epoll on a loop's first call (where the
+        # spawner can arm one), so that what a runner holds between calls does not vary.
+        timer = poller.timer(spawn.quiet_timer)
         try:
             if self.calls == 1:  # alone: spawn right here (the helper adds the fds to the epoll:
-                # the pidfd alone when the call starts quiet)
+                # the pidfd alone when the call starts quiet, and arms the poller's timer for
+                # the end of the quiet start: no timer of the loop's made and cancelled per call)
                 quiet = self.quiet_start
+                timer = timer if quiet > 0 else -1
                 child = spawn.spawn(
-                    path, spec.cwd, env, payload, poller.fileno(), conf, quiet > 0, not checked
+                    path,
+                    spec.cwd,
+                    env,
+                    payload,
+                    poller.fileno(),
+                    conf,
+                    quiet > 0,
+                    not checked,
+                    timer,
+                    int(quiet * 1e9),
                 )
             else:  # other calls run: the loop keeps serving them while the kernel spawns; a
                 # quiet start would cost more than it saves (their calls last longer than it,
                 # and each loop wake serves several calls already)
-                quiet = 0.0
+                quiet, timer = 0.0, -1
                 child = await self.pool.spawn(
                     spawn, path, spec.cwd, env, payload, conf, not checked
                 )
@@ -246,7 +260,7 @@ class SubprocessRunner:
         slot = record.add(pid) if record is not None else -1
         if reaper is not None:
             reaper.spawned(key, pid)
-        call = ChildCall(self, loop, poller, child, payload, spec, on_event, quiet)
+        call = ChildCall(self, loop, poller, child, payload, spec, on_event, quiet, timer)
         if record is not None:
             call.record, call.slot = record, slot
         known = record.known_children if record is not None else ()  # not orphans: the sentinel

@@ -5,7 +5,8 @@
  * called through ctypes. It exists because Python 3.11's os.posix_spawn cannot set the child's
  * cwd, and subprocess.Popen, which can, costs about twice the parent CPU of a posix_spawn.
  *
- * ongrid_spawn(path, cwd, env, nenv, payload, len, epfd, flags, out) does, for argv = [path]:
+ * ongrid_spawn(path, cwd, env, nenv, payload, len, epfd, flags, timer, quiet_ns, out) does, for
+ * argv = [path]:
  *   - with flags & SPAWN_CHECK_ENTRY, first the entry re-check of call_helper.c's
  *     ongrid_entry_ok: when it does not pass, nothing else is done and -1 is returned (the
  *     caller runs the full check, which says why);
@@ -20,10 +21,12 @@
  *   - as much of `payload` written to stdin as the pipe takes without blocking, and stdin
  *     closed when all of it was (or the child will never read it: EPIPE);
  *   - when `epfd` >= 0, stdout, stderr and the pidfd added to that epoll (EPOLLIN, data = fd);
- *     with flags & SPAWN_WATCH_PIDFD, the pidfd alone (a quiet start: see child_call.py);
+ *     with flags & SPAWN_WATCH_PIDFD, the pidfd alone (a quiet start: see child_call.py), and
+ *     then, when `timer` >= 0, that timerfd (ongrid_quiet_timer) armed `quiet_ns` from now
+ *     (the end of the quiet start, without a timer of the event loop's);
  *   - out = {pid, stdin (write end, or -1 once closed), stdout (read end), stderr (read end),
  *     pidfd, bytes of payload written, what was added to epfd: 0 nothing, 1 the three
- *     descriptors, 2 the pidfd alone}.
+ *     descriptors, 2 the pidfd alone, 3 the pidfd alone and the timer armed}.
  * It returns 0, or the errno of what failed (nothing is left open or running then). What it
  * does after the spawn cannot fail the call: the runner redoes what was not done.
  *
@@ -46,6 +49,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -56,6 +60,21 @@
 int ongrid_entry_ok(const char *path); /* call_helper.c */
 
 int ongrid_spawn_abi(void) { return ONGRID_SPAWN_ABI; }
+
+/* A timerfd for a runner's quiet starts (non-blocking, close-on-exec), or -errno. */
+int ongrid_quiet_timer(void) {
+    int fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    return fd < 0 ? -errno : fd;
+}
+
+/* Arms `timer` once, `ns` from now (0: disarms it); 1 on success. */
+int ongrid_arm_timer(int timer, long ns) {
+    struct itimerspec when;
+    memset(&when, 0, sizeof when);
+    when.it_value.tv_sec = ns / 1000000000L;
+    when.it_value.tv_nsec = ns % 1000000000L;
+    return timerfd_settime(timer, 0, &when, NULL) == 0;
+}
 
 /* A descriptor the child receives must not sit on 0-2: the dup2 actions would overwrite one
  * with another (the manager runs with a standard stream closed). Moves `*fd` to >= 3. */
@@ -112,8 +131,8 @@ static pid_t clone_spawn(const char *path, const char *cwd, char **envp, const i
                          const long *conf, int *rc);
 
 static int spawn_any(const char *path, const char *cwd, const char *env, int nenv,
-                     const char *payload, long len, int epfd, int flags, long *out,
-                     const long *conf) {
+                     const char *payload, long len, int epfd, int flags, int timer,
+                     long quiet_ns, long *out, const long *conf) {
     int fds[6] = {-1, -1, -1, -1, -1, -1}; /* in_r, in_w, out_r, out_w, err_r, err_w */
     int rc = 0;
     char **envp = NULL;
@@ -175,13 +194,15 @@ static int spawn_any(const char *path, const char *cwd, const char *env, int nen
     if (epfd >= 0 && !(flags & SPAWN_WATCH_PIDFD))
         out[6] = watch(epfd, watched, pidfd >= 0 ? 3 : 2);
     else if (epfd >= 0 && pidfd >= 0 && watch(epfd, &pidfd, 1))
-        out[6] = 2;
+        out[6] = timer >= 0 && quiet_ns > 0 && ongrid_arm_timer(timer, quiet_ns) ? 3 : 2;
     return 0;
 }
 
 int ongrid_spawn(const char *path, const char *cwd, const char *env, int nenv,
-                 const char *payload, long len, int epfd, int flags, long *out) {
-    return spawn_any(path, cwd, env, nenv, payload, len, epfd, flags, out, NULL);
+                 const char *payload, long len, int epfd, int flags, int timer, long quiet_ns,
+                 long *out) {
+    return spawn_any(path, cwd, env, nenv, payload, len, epfd, flags, timer, quiet_ns, out,
+                     NULL);
 }
 
 /* ---- the child ----------------------------------------------------------------------------
@@ -402,10 +423,11 @@ static pid_t clone_spawn(const char *path, const char *cwd, char **envp, const i
 }
 
 int ongrid_spawn_confined(const char *path, const char *cwd, const char *env, int nenv,
-                          const char *payload, long len, int epfd, int flags, long *out,
-                          const long *conf) {
+                          const char *payload, long len, int epfd, int flags, int timer,
+                          long quiet_ns, long *out, const long *conf) {
     if (conf == NULL) return EINVAL;
-    return spawn_any(path, cwd, env, nenv, payload, len, epfd, flags, out, conf);
+    return spawn_any(path, cwd, env, nenv, payload, len, epfd, flags, timer, quiet_ns, out,
+                     conf);
 }
 
 /* ---- Landlock rulesets --------------------------------------------------------------------

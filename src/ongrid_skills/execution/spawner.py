@@ -78,6 +78,7 @@ CHECK_ENTRY = 1  # ongrid_spawn's flags (spawn_helper.c)
 WATCH_PIDFD = 2
 WATCHED_ALL = 1  # Child.watched: stdout, stderr and the pidfd were added to the epoll given
 WATCHED_PIDFD = 2  # the pidfd alone (a quiet start)
+WATCHED_TIMED = 3  # the pidfd alone, and the quiet start's timer given armed
 _COLLECT_BYTES = 65536  # per pipe and collect: a pipe's default capacity
 _FS_ENCODING, _FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
 ENV_SWITCH = "ONGRID_SPAWN_HELPER"  # "off" (or 0/false/no): always use subprocess
@@ -126,8 +127,9 @@ class Child:
 class Spawner(Protocol):
     """Starts one child; raises OSError when it cannot be started (nothing left behind).
 
-    ``quiet``: add only the pidfd to ``epoll_fd``; ``check``: re-check the entry first and
-    raise :class:`EntryUnverified` when that does not pass (only where ``checks_entry``)."""
+    ``quiet``: add only the pidfd to ``epoll_fd``, and arm ``timer`` (a :meth:`quiet_timer`)
+    ``quiet_ns`` from now when one is given; ``check``: re-check the entry first and raise
+    :class:`EntryUnverified` when that does not pass (only where ``checks_entry``)."""
 
     name: str
     checks_entry: bool
@@ -142,7 +144,13 @@ class Spawner(Protocol):
         conf: Sequence[int] | None = None,
         quiet: bool = False,
         check: bool = False,
+        timer: int = -1,
+        quiet_ns: int = 0,
     ) -> Child: ...
+
+    def quiet_timer(self) -> int:
+        """A new timer descriptor for quiet starts (readable once it expires), or -1."""
+        ...
 
 
 class PopenSpawner:
@@ -161,6 +169,8 @@ class PopenSpawner:
         conf: Sequence[int] | None = None,
         quiet: bool = False,
         check: bool = False,
+        timer: int = -1,
+        quiet_ns: int = 0,
     ) -> Child:
         if check:  # the runner asks only where checks_entry
             raise EntryUnverified(path)
@@ -196,6 +206,9 @@ class PopenSpawner:
         # The epoll is left to the runner's poller: Python cannot add to it by descriptor.
         return Child(proc.pid, stdin, out_r, err_r, pidfd, written, 0, proc)
 
+    def quiet_timer(self) -> int:
+        return -1  # the runner's loop keeps the quiet starts' deadlines instead
+
 
 class HelperSpawner:
     """The C path: one call of ``ongrid_spawn`` (see ``spawn_helper.c``), and at the call's
@@ -215,10 +228,15 @@ class HelperSpawner:
             ctypes.c_long,
             ctypes.c_int,
             ctypes.c_int,
+            ctypes.c_int,
+            ctypes.c_long,
             ctypes.POINTER(ctypes.c_long),
         ]
         fn.restype = ctypes.c_int
         self._spawn = fn
+        self._timer = library.ongrid_quiet_timer
+        self._timer.argtypes = []
+        self._timer.restype = ctypes.c_int
         # Through a PyDLL view of the library: it does not block (the child has exited, its
         # pipes are non-blocking), so it keeps the GIL rather than drop and take it again.
         collect = ctypes.PyDLL(library._name, handle=library._handle).ongrid_collect
@@ -229,6 +247,7 @@ class HelperSpawner:
             ctypes.c_int,
             ctypes.c_long,
             ctypes.c_void_p,
+            ctypes.c_int,
             ctypes.c_void_p,
         ]
         collect.restype = ctypes.c_long
@@ -267,6 +286,8 @@ class HelperSpawner:
         conf: Sequence[int] | None = None,
         quiet: bool = False,
         check: bool = False,
+        timer: int = -1,
+        quiet_ns: int = 0,
     ) -> Child:
         # os.fsencode's own encoding, without its Python frame (this runs on every call)
         raw_path = path.encode(_FS_ENCODING, _FS_ERRORS)
@@ -278,7 +299,17 @@ class HelperSpawner:
         flags = (CHECK_ENTRY if check else 0) | (WATCH_PIDFD if quiet else 0)
         if conf is None:
             err = self._spawn(
-                raw_path, raw_cwd, blob, len(env), payload, len(payload), epoll_fd, flags, out
+                raw_path,
+                raw_cwd,
+                blob,
+                len(env),
+                payload,
+                len(payload),
+                epoll_fd,
+                flags,
+                timer,
+                quiet_ns,
+                out,
             )
         else:
             words = (ctypes.c_long * len(conf))(*conf)
@@ -291,6 +322,8 @@ class HelperSpawner:
                 len(payload),
                 epoll_fd,
                 flags,
+                timer,
+                quiet_ns,
                 out,
                 words,
             )
@@ -311,16 +344,28 @@ class HelperSpawner:
             self,
         )
 
+    def quiet_timer(self) -> int:
+        fd = self._timer()
+        return int(fd) if fd >= 0 else -1
+
     def collect(
-        self, child: Child, pidfd: int, out: int, err: int, room: int, slot: int | None
+        self,
+        child: Child,
+        pidfd: int,
+        out: int,
+        err: int,
+        room: int,
+        slot: int | None,
+        timer: int = -1,
     ) -> Collected:
         """At ``child``'s exit: read what its pipes ``out`` and ``err`` hold (-1: at EOF
         already; at most ``room`` bytes of stdout), close those at EOF, and once both are,
-        kill the group, clear the record ``slot`` (its address, or None), reap and close
-        ``pidfd`` (-1: none), in that order (``ongrid_collect`` in ``call_helper.c``)."""
+        kill the group, clear the record ``slot`` (its address, or None), reap, close
+        ``pidfd`` (-1: none) and disarm ``timer`` (-1: none), in that order
+        (``ongrid_collect`` in ``call_helper.c``)."""
         scratch = self._scratch
         cap = room if room < _COLLECT_BYTES else _COLLECT_BYTES
-        got = self._collect(child.pid, pidfd, out, err, cap, slot, scratch.address)
+        got = self._collect(child.pid, pidfd, out, err, cap, slot, timer, scratch.address)
         n_out, n_err = got & 0xFFFFF, got >> 20 & 0xFFFFF
         reaped, code = got >> 42 & 3, got >> 44 & 0x1FF
         view = scratch.view
