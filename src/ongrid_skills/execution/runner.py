@@ -49,11 +49,11 @@ from ongrid_skills.execution.deadlines import LoopDeadlines
 from ongrid_skills.execution.poller import LoopPoller, Poller, new_poller
 from ongrid_skills.execution.reaper import OrphanReaper
 from ongrid_skills.execution.records import ErrorInfo, EventSink, Status
+from ongrid_skills.execution.spawn_pool import SpawnPool
 from ongrid_skills.execution.spawner import (
     EntryUnverified,
     Mode,
     Spawner,
-    SpawnPool,
     spawner,
 )
 from ongrid_skills.execution.spec import Runner, SpawnSpec

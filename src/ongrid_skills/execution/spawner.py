@@ -17,9 +17,8 @@ delays the child, which starts on the same core.
   a regular executable file) and spawns nothing, raising :class:`EntryUnverified`, when that does
   not pass; at the call's exit :meth:`HelperSpawner.collect` drains, kills, reaps and closes in
   one C call. The library (both files) is compiled on first use with the system's ``cc`` and
-  cached by the hash of its sources and flags, in the virtualenv (``<venv>/lib/ongrid-skills/``)
-  or else the user's cache dir (``~/.cache/ongrid-skills/``); a library is loaded only from a
-  directory and file owned by this user (or root) that nobody else can write. A confined call (a
+  cached (:mod:`ongrid_skills.execution.helper_library`); it is loaded only from a directory and
+  file owned by this user (or root) that nobody else can write. A confined call (a
   sandbox profile) goes through ``ongrid_spawn_confined``, whose child also applies the Landlock
   ruleset, rlimits and ``no_new_privs`` before ``execve``
   (:mod:`ongrid_skills.execution.confine`).
@@ -29,38 +28,28 @@ delays the child, which starts on the same core.
   path.
 
 Which one a runner uses is decided once per process and mode (:func:`spawner`); why the helper
-is unavailable is logged once at INFO. :class:`SpawnPool` runs spawns in worker threads, for a
-runner that has other calls in flight: a spawn returns only once the child has exec'd
-(a millisecond on a loaded machine), and the event loop must not stand still meanwhile.
+is unavailable is logged once at INFO. :class:`~ongrid_skills.execution.spawn_pool.SpawnPool`
+runs spawns in worker threads, for a runner that has other calls in flight.
 
-This module must never run anything but the compiler before a call is admitted, nor load a
-library another user could have written.
+This module must never run anything but the compiler before a call is admitted
+(:mod:`ongrid_skills.execution.helper_library` builds and loads the helper's library).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import ctypes
 import errno
 import functools
-import hashlib
 import logging
 import os
-import platform
-import shutil
-import signal
-import stat
 import subprocess
 import sys
-import tempfile
 import threading
 from collections.abc import Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal, Protocol
 
+from ongrid_skills.execution import helper_library
 from ongrid_skills.execution.reaping import (
     after_exit,
     exits_within,
@@ -70,10 +59,6 @@ from ongrid_skills.execution.reaping import (
 )
 
 LOG = logging.getLogger("ongrid_skills.runner")
-SOURCE = Path(__file__).with_name("spawn_helper.c")
-SOURCES = (SOURCE, SOURCE.with_name("call_helper.c"))  # compiled into one library
-CFLAGS = ("-O2", "-shared", "-fPIC", "-Wall")
-ABI = 4
 CHECK_ENTRY = 1  # ongrid_spawn's flags (spawn_helper.c)
 WATCH_PIDFD = 2
 WATCHED_ALL = 1  # Child.watched: stdout, stderr and the pidfd were added to the epoll given
@@ -82,7 +67,6 @@ WATCHED_TIMED = 3  # the pidfd alone, and the quiet start's timer given armed
 _COLLECT_BYTES = 65536  # per pipe and collect: a pipe's default capacity
 _FS_ENCODING, _FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
 ENV_SWITCH = "ONGRID_SPAWN_HELPER"  # "off" (or 0/false/no): always use subprocess
-COMPILE_TIMEOUT_SECONDS = 60.0
 
 Mode = Literal["auto", "helper", "subprocess"]
 
@@ -388,55 +372,6 @@ class _Scratch(threading.local):
         self.view = memoryview(self.buffer).cast("B")
 
 
-class SpawnPool:
-    """Spawns in worker threads (as many as there are cores: more spawns at once than cores
-    only slows each down)."""
-
-    def __init__(self, workers: int | None = None) -> None:
-        self.workers = workers or os.cpu_count() or 2
-        self._executor: ThreadPoolExecutor | None = None
-
-    async def spawn(
-        self,
-        spawner: Spawner,
-        path: str,
-        cwd: str,
-        env: Mapping[str, str],
-        payload: bytes,
-        conf: Sequence[int] | None = None,
-        check: bool = False,
-    ) -> Child:
-        """Spawn in a worker thread (the descriptors are not added to any epoll). Cancelled
-        while the thread spawns, the child is killed and reaped as soon as it exists."""
-        executor = self._executor
-        if executor is None:
-            executor = self._executor = ThreadPoolExecutor(
-                self.workers, thread_name_prefix="ongrid-spawn"
-            )
-        future = executor.submit(spawner.spawn, path, cwd, env, payload, -1, conf, False, check)
-        try:
-            return await asyncio.shield(asyncio.wrap_future(future))
-        except asyncio.CancelledError:
-            future.add_done_callback(_discard)
-            raise
-
-
-def _discard(future: Future[Child]) -> None:
-    """A child spawned for a call that was cancelled meanwhile: kill, close, reap."""
-    if future.cancelled() or future.exception() is not None:
-        return
-    child = future.result()
-    with contextlib.suppress(OSError):
-        os.killpg(child.pid, signal.SIGKILL)
-    for fd in (child.stdin, child.stdout, child.stderr, child.pidfd):
-        if fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-    with contextlib.suppress(ChildProcessError):
-        _, status = os.waitpid(child.pid, 0)
-        child.reaped(os.waitstatus_to_exitcode(status))
-
-
 _EQUALS = ord("=")
 
 
@@ -508,107 +443,13 @@ def _log_fallback(why: str) -> None:
 @functools.cache
 def _helper() -> HelperSpawner | str:
     """The helper, loaded (built first when needed); or why it is unavailable."""
-    if not sys.platform.startswith("linux"):
-        return f"not built on {sys.platform}"
-    digest = hashlib.sha256()
-    for source in SOURCES:
-        try:
-            digest.update(source.read_bytes())
-        except OSError as exc:
-            return f"cannot read {source}: {exc.strerror or exc}"
-    digest.update(" ".join((*CFLAGS, platform.machine())).encode())
-    name = f"spawn-{digest.hexdigest()[:20]}.so"
-    problems: list[str] = []
-    for folder in cache_dirs():
-        path = folder / name
-        why = _safe_dir(folder)
-        if why is not None:
-            problems.append(why)
-            continue
-        if not path.exists():
-            why = _build(path)
-            if why is not None:
-                problems.append(why)
-                if why.startswith("compiling"):  # the source itself does not build here
-                    break
-                continue
-        loaded = _load(path)
-        if isinstance(loaded, HelperSpawner):
-            return loaded
-        problems.append(loaded)
-    return "; ".join(problems) or "no cache directory"
-
-
-def cache_dirs() -> list[Path]:
-    """Where the compiled helper may live, in order of preference."""
-    dirs: list[Path] = []
-    if sys.prefix != sys.base_prefix:  # a virtualenv: the helper belongs to it
-        dirs.append(Path(sys.prefix) / "lib" / "ongrid-skills")
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    if os.path.isabs(cache):
-        dirs.append(Path(cache) / "ongrid-skills")
-    dirs.append(Path(tempfile.gettempdir()) / f"ongrid-skills-{os.geteuid()}")
-    return dirs
-
-
-def _trusted(st: os.stat_result) -> bool:
-    return st.st_uid in (os.geteuid(), 0) and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
-
-
-def _safe_dir(folder: Path) -> str | None:
-    """Create ``folder`` (0700) if needed; None when it is ours alone, else why not."""
+    found = helper_library.find()
+    if isinstance(found, str):
+        return found
     try:
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        st = os.lstat(folder)
-    except OSError as exc:
-        return f"{folder}: {exc.strerror or exc}"
-    if not stat.S_ISDIR(st.st_mode) or not _trusted(st):
-        return f"{folder} is not a directory that only its owner can write"
-    return None
-
-
-def _build(target: Path) -> str | None:
-    """Compile the helper into ``target`` (atomically); None on success, else why not."""
-    compiler = shutil.which("cc") or shutil.which("gcc")
-    if compiler is None:
-        return "no C compiler (cc) on PATH"
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    try:
-        proc = subprocess.run(
-            [compiler, *CFLAGS, "-o", str(tmp), *map(str, SOURCES)],
-            capture_output=True,
-            text=True,
-            timeout=COMPILE_TIMEOUT_SECONDS,
-            check=False,
-        )
-        if proc.returncode != 0:
-            first = (proc.stderr.strip().splitlines() or ["no message"])[0]
-            return f"compiling {SOURCE.name} failed: {first}"
-        os.chmod(tmp, 0o700)
-        os.replace(tmp, target)
-    except (OSError, subprocess.SubprocessError) as exc:
-        return f"cannot build {target}: {exc}"
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-    for old in target.parent.glob("spawn-*.so"):  # builds of earlier sources
-        if old != target:
-            with contextlib.suppress(OSError):
-                old.unlink()
-    return None
-
-
-def _load(path: Path) -> HelperSpawner | str:
-    try:
-        st = os.lstat(path)
-        if not stat.S_ISREG(st.st_mode) or not _trusted(st):
-            return f"{path} is not a regular file that only its owner can write"
-        library = ctypes.CDLL(str(path))
-        if library.ongrid_spawn_abi() != ABI:
-            return f"{path} is not the expected helper"
-        return HelperSpawner(library)
-    except (OSError, AttributeError) as exc:
-        return f"cannot load {path}: {exc}"
+        return HelperSpawner(found)
+    except AttributeError as exc:  # a symbol missing: not the library it claims to be
+        return f"cannot load the spawn helper: {exc}"
 
 
 def main() -> int:
@@ -631,10 +472,8 @@ __all__ = [
     "EntryUnverified",
     "HelperSpawner",
     "PopenSpawner",
-    "SpawnPool",
     "Spawner",
     "after_exit",
-    "cache_dirs",
     "exits_within",
     "reap",
     "reap_by_pidfd",
