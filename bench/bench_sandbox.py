@@ -4,7 +4,7 @@ Measured in one run, on the same trivial C child (``bench/c/child.c``) copied in
 folder, through one ``SubprocessRunner``:
 
 - **floor**: the C floor program (``bench/c/floor.c``), serial p50;
-- **plain**: the call without a profile (``none``: ``posix_spawn`` through the spawn helper);
+- **plain**: the call without a profile (``none``: the spawn helper's plain clone);
 - **strict**: the same call under ``strict`` (a Landlock ruleset of the system folders, the
   skill's folder, the devices and its temp dir; rlimits; no_new_privs; as root, a PID namespace
   and no capabilities), which also makes and removes the call's private temp dir;

@@ -99,6 +99,27 @@ def test_a_callback_that_raises_goes_to_the_loop_handler_and_the_others_still_fi
     assert [str(context["exception"]) for context in reported] == ["boom"]
 
 
+def test_deadlines_cancelling_when_idle_leave_no_timer_to_wake_the_loop_once_all_are_gone() -> None:
+    # A quiet start's deadlines (5 ms, calls often shorter): a timer left armed after the last
+    # call ended would wake the loop in the middle of the next one, for nothing.
+    async def scenario() -> tuple[bool, bool, list[str]]:
+        loop = asyncio.get_running_loop()
+        kept, idle = Deadlines(loop), Deadlines(loop, idle_cancel=True)
+        fired: list[str] = []
+        for name, deadlines in (("kept", kept), ("idle", idle)):
+            deadlines.add("a", 0.05, lambda name=name: fired.append(name))
+            deadlines.add("b", 0.10, lambda name=name: fired.append(name))
+            deadlines.discard("a")
+            deadlines.discard("b")
+        armed = kept.timer is not None, idle.timer is not None
+        await asyncio.sleep(0.15)
+        return armed[0], armed[1], fired
+
+    still_armed, idle_armed, fired = asyncio.run(scenario())
+    assert not idle_armed and fired == []
+    assert still_armed  # the default keeps its timer: it fires once for nothing
+
+
 def test_a_runner_keeps_one_deadlines_per_loop_and_a_busy_one_is_not_taken_over() -> None:
     per_runner = LoopDeadlines()
     first_loop, second_loop = asyncio.new_event_loop(), asyncio.new_event_loop()

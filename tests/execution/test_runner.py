@@ -18,7 +18,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -27,7 +27,7 @@ import ongrid_skills
 from ongrid_skills.execution import child_call as call_module
 from ongrid_skills.execution.records import Event, Status
 from ongrid_skills.execution.runner import RunOutcome, SpawnSpec, SubprocessRunner
-from ongrid_skills.execution.spawner import ENV_SWITCH, Child
+from ongrid_skills.execution.spawner import ENV_SWITCH, Child, HelperSpawner
 from ongrid_skills.execution.stderr import LINE_CAP, STDERR_BUDGET, TAIL_BYTES
 from ongrid_skills.execution.wire import STDOUT_CAP
 from tests.support.processes import open_fds, open_fds_settled, pid_gone, proc_stat, zombie_children
@@ -1144,7 +1144,7 @@ def test_calls_cancelled_while_others_spawn_them_in_threads_leave_no_child_and_n
     wait_for(lambda: zombie_children() <= zombies_before, timeout=5, what="no zombie")
 
 
-def test_a_runner_keeps_one_descriptor_between_calls_which_a_new_loop_replaces_and_close_ends(
+def test_a_runner_keeps_its_descriptors_between_calls_which_a_new_loop_replaces_and_close_ends(
     root: Path, fast: SubprocessRunner
 ) -> None:
     # Its epoll stays open while idle (making one per call added 20-90 µs to a serial call);
@@ -1164,8 +1164,8 @@ def test_a_runner_keeps_one_descriptor_between_calls_which_a_new_loop_replaces_a
 
     asyncio.run(serial())
     assert open_fds() == kept
-    fast.close()  # its owner is done with it: the kept epoll goes too
-    assert open_fds() == kept - 1
+    fast.close()  # its owner is done with it: the kept epoll goes too, and the helper's timer
+    assert open_fds() == kept - (2 if isinstance(fast.spawner, HelperSpawner) else 1)
     assert run_call(fast, spec).outcome.status is Status.SUCCEEDED  # and comes back on use
     assert open_fds() == kept
 
@@ -1235,9 +1235,20 @@ def test_a_call_on_another_threads_loop_leaves_the_poller_of_a_running_loop_alon
 
     class Held:
         name = real.name
+        checks_entry = False
 
         def spawn(
-            self, path: str, cwd: str, env: Mapping[str, str], payload: bytes, epoll_fd: int
+            self,
+            path: str,
+            cwd: str,
+            env: Mapping[str, str],
+            payload: bytes,
+            epoll_fd: int,
+            conf: Sequence[int] | None = None,
+            quiet: bool = False,
+            check: bool = False,
+            timer: int = -1,
+            quiet_ns: int = 0,
         ) -> Child:
             if epoll_fd >= 0 and not go.is_set():
                 given = os.fstat(epoll_fd).st_ino
@@ -1247,7 +1258,11 @@ def test_a_call_on_another_threads_loop_leaves_the_poller_of_a_running_loop_alon
                     still_given.append(os.fstat(epoll_fd).st_ino == given)
                 except OSError:  # closed
                     still_given.append(False)
-            return real.spawn(path, cwd, env, payload, epoll_fd)
+            args = (path, cwd, env, payload, epoll_fd, conf, quiet, check, timer, quiet_ns)
+            return real.spawn(*args)
+
+        def quiet_timer(self) -> int:
+            return real.quiet_timer()
 
     fast.spawner = Held()
     first: list[object] = []
@@ -1272,8 +1287,8 @@ def test_a_call_on_another_threads_loop_leaves_the_poller_of_a_running_loop_alon
     assert second.status is Status.SUCCEEDED
     assert first == [Status.SUCCEEDED]
     assert still_given == [True]
-    fast.close()
-    assert open_fds() == kept - 1
+    fast.close()  # its epoll, and the helper's quiet-start timer
+    assert open_fds() == kept - (2 if isinstance(real, HelperSpawner) else 1)
 
 
 def cancel_once_started(runner: SubprocessRunner, spec: SpawnSpec, folder: Path) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from ongrid_skills.execution import helper_library
 from ongrid_skills.execution import spawner as spawner_module
 from ongrid_skills.execution.spawner import (
     ENV_SWITCH,
@@ -43,7 +44,7 @@ def fresh_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pat
     """The helper's cache in tmp_path, nothing resolved yet in this process."""
     require_helper()
     cache = tmp_path / "cache"
-    monkeypatch.setattr(spawner_module, "cache_dirs", lambda: [cache])
+    monkeypatch.setattr(helper_library, "cache_dirs", lambda: [cache])
     spawner_module._helper.cache_clear()
     yield cache
     spawner_module._helper.cache_clear()

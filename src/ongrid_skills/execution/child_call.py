@@ -21,6 +21,8 @@ from ongrid_skills.execution.deadlines import Deadlines, LoopDeadlines
 from ongrid_skills.execution.poller import Poller
 from ongrid_skills.execution.records import Event, EventSink
 from ongrid_skills.execution.spawner import (
+    WATCHED_ALL,
+    WATCHED_TIMED,
     Child,
     after_exit,
     exits_within,
@@ -74,6 +76,8 @@ class ChildCall:
         "pipes",
         "pipes_watched",
         "poller",
+        "quiet_timer",
+        "reaped",
         "record",
         "runner",
         "slot",
@@ -95,7 +99,10 @@ class ChildCall:
         spec: SpawnSpec,
         on_event: EventSink | None,
         quiet: float = 0.0,
+        timer: int = -1,
     ) -> None:
+        """``timer``: the poller's quiet-start timer given to the spawner (it was armed if the
+        child says so); ``quiet``: the quiet start, kept by the loop when no timer was armed."""
         # Lean on purpose: this runs between the spawn and the loop's next wait, while the child
         # starts on the same core.
         self.loop = loop
@@ -112,13 +119,15 @@ class ChildCall:
         self.timed_out = False
         self.timeout = timeout = spec.timeout_seconds
         self.exited = False
+        self.reaped = False  # by the helper's collect, at the exit (see _collect)
         self.status: int | None = None
         self.out_fd = out_fd = child.stdout
         self.err_fd = err_fd = child.stderr
         self.pipes = {out_fd, err_fd}  # the read ends not at EOF yet
         self.pidfd = pidfd = child.pidfd
-        watch = poller.adopt if child.watched else poller.add
+        watched = child.watched  # what the helper added to the poller's epoll already
         self.starts: Deadlines | None = None
+        self.quiet_timer = -1
         # A quiet start: the exit alone is watched at first, and the pipes once the quiet start
         # is over (or at the exit, if something still holds them then). A call that ends before
         # (most do) wakes the loop once, at its exit, and drains both pipes then, instead of
@@ -126,15 +135,19 @@ class ChildCall:
         # meanwhile: the child's output waits in the pipes (a child with more to write than a
         # pipe holds waits for the quiet start to end), and stderr lines are timestamped as they
         # are read, at most the quiet start late.
-        self.pipes_watched = pidfd is None or quiet <= 0 or child.watched
+        self.pipes_watched = pidfd is None or quiet <= 0 or watched == WATCHED_ALL
         if self.pipes_watched:
+            watch = poller.adopt if watched == WATCHED_ALL else poller.add
             watch(out_fd, self._on_stdout)
             watch(err_fd, self._on_stderr)
+        elif watched == WATCHED_TIMED:  # the helper armed the poller's timer: it ends the start
+            self.quiet_timer = timer
+            poller.on_timer = self._watch_pipes
         else:
             self.starts = runner.starts.on(loop)
             self.starts.add(self, quiet, self._watch_pipes)
         if pidfd is not None:
-            watch(pidfd, self._on_exit)
+            (poller.adopt if watched else poller.add)(pidfd, self._on_exit)
         else:  # no pidfd (macOS, old kernels): a thread waits without reaping
             loop.run_in_executor(None, wait_no_reap, self.pid).add_done_callback(
                 lambda _f: self._on_exit()
@@ -147,13 +160,19 @@ class ChildCall:
         self.deadlines = runner.deadlines.on(loop)
         self.deadlines.add(self, timeout, self._on_timeout)
 
+    def _quiet_done(self) -> None:
+        on_timer = self.poller.on_timer
+        if on_timer is not None and getattr(on_timer, "__self__", None) is self:
+            self.poller.on_timer = None  # a later expiry (it was armed for this call) is moot
+        if self.starts is not None:
+            self.starts.discard(self)
+
     def _watch_pipes(self) -> None:
         """The quiet start is over: watch the pipes still open."""
         if self.pipes_watched:
             return
         self.pipes_watched = True
-        if self.starts is not None:
-            self.starts.discard(self)
+        self._quiet_done()
         for fd in sorted(self.pipes):
             self.poller.add(fd, self._on_stdout if fd == self.out_fd else self._on_stderr)
 
@@ -236,12 +255,59 @@ class ChildCall:
         self.exited = True
         if self.pidfd is not None:
             self.poller.remove(self.pidfd)
+        if self.child.helper is not None and self.stdin is None:
+            self._collect()
         for fd in sorted(self.pipes):  # whatever the child wrote is in the pipes by now
             self._drain(fd)
         if self.pipes:  # a descendant holds them: watch them, for the linger at most
             self._watch_pipes()
             self.timers.append(self.loop.call_later(self.runner.linger, self._on_linger))
         self._maybe_done()
+
+    def _collect(self) -> None:
+        """The exit through the helper, in one C call: drain both pipes, and when both are at
+        EOF (most calls), everything :meth:`finish` would do (kill the group, clear the record
+        slot, reap, close the pidfd) in its order. What is left open is the Python path's."""
+        helper = self.child.helper
+        assert helper is not None
+        pipes, out_fd, err_fd = self.pipes, self.out_fd, self.err_fd
+        if self.pipes_watched:  # removed before the helper may close them
+            for fd in pipes:
+                self.poller.remove(fd)
+        record, slot = self.record, self.slot
+        out, err, out_eof, err_eof, reaped, status = helper.collect(
+            self.child,
+            -1 if self.pidfd is None else self.pidfd,
+            out_fd if out_fd in pipes else -1,
+            err_fd if err_fd in pipes else -1,
+            self.out.room(),
+            record.address(slot) if record is not None else None,
+            self.quiet_timer if not self.pipes_watched else -1,  # disarmed: the call is over
+        )
+        if reaped:
+            self.reaped = True
+            self.status = status
+            self.pidfd = None  # closed by the helper
+            if record is not None:
+                record.released(slot)
+                self.record = None
+        if err:
+            timeline = self.err
+            if timeline is None:
+                timeline = self.err = StderrTimeline(self._emit, self.out.masker)
+            timeline.feed(err)
+        if err_eof:
+            pipes.discard(err_fd)
+            if self.err is not None:
+                self.err.close()
+        if out_eof:
+            pipes.discard(out_fd)
+        if out and not self.out.take(out):  # past the cap: as _drain does
+            self._kill_group(signal.SIGKILL)
+            self._close_pipe(out_fd)
+        if self.pipes_watched:
+            for fd in pipes:
+                self.poller.add(fd, self._on_stdout if fd == out_fd else self._on_stderr)
 
     def _on_linger(self) -> None:
         # The main process is gone but something still holds the pipes: end it now.
@@ -261,6 +327,8 @@ class ChildCall:
 
     def _kill_group(self, sig: signal.Signals) -> None:
         # Safe: the leader is not reaped before the call ends, so the group id is still ours.
+        if self.reaped:  # it was (by the helper, with the group killed first): no longer ours
+            return
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, sig)
 
@@ -271,10 +339,11 @@ class ChildCall:
     def finish(self) -> None:
         """The call is done (exited, pipes at EOF): kill what is left of the group, reap."""
         self.deadlines.discard(self)
-        if self.starts is not None:
-            self.starts.discard(self)
+        self._quiet_done()
         for timer in self.timers:
             timer.cancel()
+        if self.reaped:  # all done at the exit, in this order (see _collect)
+            return
         self._close_stdin()
         # Why this order: kill the group, reap the leader, then (in SubprocessRunner.run) sweep
         # orphans. The group id is the leader's pid, and an unreaped leader (a zombie) keeps
@@ -300,8 +369,7 @@ class ChildCall:
         (uninterruptible sleep) is reaped by a thread waiting for its exit, for that reason.
         """
         self.deadlines.discard(self)
-        if self.starts is not None:
-            self.starts.discard(self)
+        self._quiet_done()
         for timer in self.timers:
             timer.cancel()
         self._kill_group(signal.SIGKILL)  # before the reap, as in finish
@@ -332,10 +400,11 @@ class ChildCall:
 
     def _finish_quietly(self, then: Callable[[], object] | None = None) -> None:
         self._unrecord()
-        with contextlib.suppress(Exception):  # by pidfd: another call's sweep may take the pid
-            pidfd = self.pidfd
-            self.status = reap(self.pid) if pidfd is None else reap_by_pidfd(pidfd, self.pid)
-            self.child.reaped(self.status)
+        if not self.reaped:  # (it was at its exit, by the helper, when cancelled only after)
+            with contextlib.suppress(Exception):  # by pidfd: a sweep may take the pid
+                pidfd = self.pidfd
+                self.status = reap(self.pid) if pidfd is None else reap_by_pidfd(pidfd, self.pid)
+                self.child.reaped(self.status)
         if self.pidfd is not None:
             os.close(self.pidfd)
             self.pidfd = None

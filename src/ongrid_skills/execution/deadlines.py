@@ -25,12 +25,17 @@ _MIN_REARM = 0.001  # seconds: the least a re-armed timer waits (see Deadlines._
 
 
 class Deadlines:
-    """Deadlines on ``loop``, each with the callback to run when it passes; loop thread only."""
+    """Deadlines on ``loop``, each with the callback to run when it passes; loop thread only.
 
-    __slots__ = ("armed_at", "due", "loop", "timer")
+    ``idle_cancel``: cancel the timer when the last deadline is discarded, for deadlines that
+    are short beside the calls they belong to (a quiet start's 5 ms): left armed, it would fire
+    in the middle of a later call for nothing."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    __slots__ = ("armed_at", "due", "idle_cancel", "loop", "timer")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, idle_cancel: bool = False) -> None:
         self.loop = loop
+        self.idle_cancel = idle_cancel
         self.due: dict[object, tuple[float, Callback]] = {}
         self.timer: asyncio.TimerHandle | None = None
         self.armed_at = float("inf")  # when the timer fires (inf: no timer)
@@ -44,7 +49,12 @@ class Deadlines:
 
     def discard(self, key: object) -> None:
         """Forget ``key``'s deadline (its call ended); a no-op when it has none."""
-        self.due.pop(key, None)
+        due = self.due
+        due.pop(key, None)
+        if not due and self.idle_cancel and self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+            self.armed_at = float("inf")
 
     def _arm(self, when: float) -> None:
         if self.timer is not None:
@@ -82,10 +92,11 @@ class Deadlines:
 class LoopDeadlines:
     """A runner's :class:`Deadlines` for the loop its calls run on."""
 
-    __slots__ = ("kept",)
+    __slots__ = ("idle_cancel", "kept")
 
-    def __init__(self) -> None:
+    def __init__(self, idle_cancel: bool = False) -> None:
         self.kept: Deadlines | None = None
+        self.idle_cancel = idle_cancel
 
     def on(self, loop: asyncio.AbstractEventLoop) -> Deadlines:
         """``loop``'s deadlines. A runner whose calls moved to another loop keeps the new
@@ -94,7 +105,7 @@ class LoopDeadlines:
         kept = self.kept
         if kept is not None and kept.loop is loop:
             return kept
-        fresh = Deadlines(loop)
+        fresh = Deadlines(loop, self.idle_cancel)
         if kept is None or not kept.due:
             self.kept = fresh
         return fresh

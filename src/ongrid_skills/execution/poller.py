@@ -13,7 +13,10 @@ closes it when its calls move to another loop, and :meth:`SubprocessRunner.close
 one per call, as an idle runner once did, added 20-90 µs to every serial call (85 µs in a bare
 loop of spawns, 1.42× → 1.39× the C floor in the runner bench: ``bench/README.md``). So a runner
 holds one descriptor while its loop lives, and at most one more after that loop has closed, until
-its next call, its close or its collection. A forked child never touches the parent's loop: it
+its next call, its close or its collection. With the spawn helper, the poller also holds a timer
+descriptor (:meth:`EpollPoller.timer`): the helper arms it when it starts a quiet call, and its
+expiry ends that call's quiet start, with no timer of the loop's made and cancelled per call.
+A forked child never touches the parent's loop: it
 only closes its copy of the epoll.
 
 It must never call back for a descriptor that was removed. Descriptors must be removed before
@@ -23,6 +26,7 @@ they are closed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import select
 from collections.abc import Callable
@@ -48,6 +52,14 @@ class Poller(Protocol):
 
     def remove(self, fd: int) -> None: ...
 
+    on_timer: Callback | None  # what the expiry of the timer calls (a call sets it)
+
+    def timer(self, make: Callable[[], int]) -> int:
+        """A timer descriptor watched here (made by ``make`` on first use, kept until
+        :meth:`close`, not counted in :attr:`idle`) whose expiry calls :attr:`on_timer`; -1
+        when this poller has none (the caller keeps its deadline another way)."""
+        ...
+
     def close(self) -> None:
         """Stop watching; only once no descriptor is left (:attr:`idle`)."""
         ...
@@ -59,13 +71,15 @@ class Poller(Protocol):
 class EpollPoller:
     """One epoll watched by the loop while it holds descriptors (Linux)."""
 
-    __slots__ = ("callbacks", "epoll", "loop", "pid")
+    __slots__ = ("callbacks", "epoll", "loop", "on_timer", "pid", "timer_fd")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.epoll: select.epoll | None = None
         self.callbacks: dict[int, Callback] = {}
         self.pid = os.getpid()
+        self.timer_fd = -1
+        self.on_timer: Callback | None = None
 
     @property
     def idle(self) -> bool:
@@ -79,7 +93,8 @@ class EpollPoller:
         return epoll
 
     def fileno(self) -> int:
-        return self._armed().fileno()
+        epoll = self.epoll
+        return (epoll if epoll is not None else self._armed()).fileno()
 
     def add(self, fd: int, callback: Callback) -> None:
         self._armed().register(fd, select.EPOLLIN)
@@ -95,10 +110,27 @@ class EpollPoller:
         assert epoll is not None
         epoll.unregister(fd)
 
+    def timer(self, make: Callable[[], int]) -> int:
+        fd = self.timer_fd
+        if fd < 0:
+            fd = make()
+            if fd < 0:
+                return -1
+            try:
+                self._armed().register(fd, select.EPOLLIN)
+            except OSError:
+                os.close(fd)
+                return -1
+            self.timer_fd = fd
+        return fd
+
     def close(self) -> None:
         epoll = self.epoll
         if epoll is not None and not self.callbacks:
             self.epoll = None
+            if self.timer_fd >= 0:
+                os.close(self.timer_fd)
+                self.timer_fd = -1
             # Why the pid: in a forked child the loop's selector is the parent's epoll (shared
             # across the fork), and removing the reader would stop the parent's loop watching
             # this poller, so its calls would never end. The child only drops its copy.
@@ -111,20 +143,37 @@ class EpollPoller:
         if epoll is None:
             return
         for fd, _ in epoll.poll(0):
+            if fd == self.timer_fd:
+                self._expired()
+                continue
             # A callback may remove other descriptors (its call ended): look each one up again.
             callback = self.callbacks.get(fd)
             if callback is not None:
                 callback()
 
+    def __del__(self) -> None:
+        if self.timer_fd >= 0:  # dropped without close(): its epoll object closes itself
+            with contextlib.suppress(OSError):
+                os.close(self.timer_fd)
+
+    def _expired(self) -> None:
+        try:  # read, or it stays readable
+            os.read(self.timer_fd, 8)
+        except OSError:  # nothing to read: it was re-armed since it expired
+            return
+        if self.on_timer is not None:
+            self.on_timer()
+
 
 class LoopPoller:
     """Each descriptor registered with the loop itself (no epoll on this platform)."""
 
-    __slots__ = ("callbacks", "loop")
+    __slots__ = ("callbacks", "loop", "on_timer")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.callbacks: dict[int, Callback] = {}
+        self.on_timer: Callback | None = None
 
     @property
     def idle(self) -> bool:
@@ -139,6 +188,9 @@ class LoopPoller:
 
     def adopt(self, fd: int, callback: Callback) -> None:
         self.add(fd, callback)  # fileno() is -1: nothing was added for us
+
+    def timer(self, make: Callable[[], int]) -> int:
+        return -1
 
     def remove(self, fd: int) -> None:
         if self.callbacks.pop(fd, None) is not None:

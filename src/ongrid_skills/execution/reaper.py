@@ -72,6 +72,8 @@ class OrphanReaper:
         self.pid = os.getpid()
         self.live: dict[int, float] = {}  # main pid of each running call -> start (boot ticks)
         self._keys = itertools.count(1)
+        self._known: Collection[int] = ()
+        self._known_list = b""
         if self.enabled:
             _MainChildren.open()
 
@@ -104,8 +106,9 @@ class OrphanReaper:
         ``known``: children of ours that are no call's leftovers (the sentinel); seeing only
         those and running calls among the main thread's children, the sweep stops there."""
         # In a forked copy of the manager, self.pid is the parent's: those children are not
-        # ours to kill (and the subreaper flag is not inherited across fork anyway).
-        if not self.enabled or os.getpid() != self.pid:
+        # ours to kill (and the subreaper flag is not inherited across fork anyway). The
+        # list's pid says so without a getpid (0 there, or the copy's own pid).
+        if not self.enabled or _MainChildren.pid != self.pid:
             return 0
         if not self._strays(known):
             return 0
@@ -138,12 +141,20 @@ class OrphanReaper:
                 break
         return killed
 
+    def _alone(self, known: Collection[int]) -> bytes:
+        """The list of the main thread's children when it has ``known`` children alone."""
+        if known != self._known:
+            self._known, self._known_list = known, b"".join(b"%d " % p for p in known)
+        return self._known_list
+
     def _strays(self, known: Collection[int]) -> bool:
         """Whether the main thread has a child that is neither a running call nor ``known``
         (True as well when its list cannot be read: then the full sweep decides)."""
         raw = _MainChildren.read()
         if raw is None:
             return True
+        if not raw or (not self.live and raw == self._alone(known)):
+            return False  # the common case, without parsing: nothing but the sentinel
         live, own = self.live, processes.pids()
         return any(
             int(p) not in live and int(p) not in known and int(p) not in own for p in raw.split()
@@ -152,16 +163,22 @@ class OrphanReaper:
 
 class _MainChildren:
     """``/proc/<pid>/task/<pid>/children``, kept open once per process and re-read with
-    ``pread`` (one system call instead of open, read and close after every call)."""
+    ``pread`` (one system call instead of open, read and close after every call). ``pid`` is
+    the process it was opened in, 0 in a forked child until it opens its own (an at-fork hook
+    says so: no ``getpid`` per call)."""
 
     lock = threading.Lock()
     fd = -1
     pid = 0
+    hooked = False
 
     @classmethod
     def open(cls) -> None:
         pid = os.getpid()
         with cls.lock:
+            if not cls.hooked:
+                os.register_at_fork(after_in_child=cls._forked)
+                cls.hooked = True
             if cls.pid == pid:
                 return
             cls.pid, cls.fd = pid, -1  # a forked child must not read its parent's list
@@ -169,9 +186,17 @@ class _MainChildren:
                 cls.fd = os.open(f"/proc/{pid}/task/{pid}/children", os.O_RDONLY | os.O_CLOEXEC)
 
     @classmethod
+    def _forked(cls) -> None:
+        if cls.fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(cls.fd)  # the parent's list
+        cls.pid, cls.fd = 0, -1
+        cls.lock = threading.Lock()  # the parent may have held it at the fork
+
+    @classmethod
     def read(cls) -> bytes | None:
         """The list, or None when it cannot be read whole."""
-        if cls.pid != os.getpid():
+        if cls.pid == 0:
             cls.open()
         if cls.fd < 0:
             return None

@@ -49,17 +49,19 @@ from ongrid_skills.execution.deadlines import LoopDeadlines
 from ongrid_skills.execution.poller import LoopPoller, Poller, new_poller
 from ongrid_skills.execution.reaper import OrphanReaper
 from ongrid_skills.execution.records import ErrorInfo, EventSink, Status
+from ongrid_skills.execution.spawn_pool import SpawnPool
 from ongrid_skills.execution.spawner import (
+    EntryUnverified,
     Mode,
     Spawner,
-    SpawnPool,
     spawner,
 )
 from ongrid_skills.execution.spec import Runner, SpawnSpec
 from ongrid_skills.execution.supervision import SUPPORTED, GroupRecord, supervision
 from ongrid_skills.execution.verdict import RunOutcome
 from ongrid_skills.execution.wire import STDOUT_CAP
-from ongrid_skills.paths import check_entry
+from ongrid_skills.paths import check_entry, is_within
+from ongrid_skills.skills.sandbox import NONE
 
 __all__ = [
     "ABANDON_REAP_SECONDS",
@@ -107,7 +109,9 @@ class SubprocessRunner:
         self.spawner: Spawner | None = None  # chosen on the first call (may build the helper)
         self._poller: Poller | None = None
         self.deadlines = LoopDeadlines()  # the timeouts of its calls, one timer per loop
-        self.starts = LoopDeadlines()  # the ends of its calls' quiet starts, likewise
+        # the ends of its calls' quiet starts, likewise; a timer left armed with no call to end
+        # would wake the loop in the middle of the next serial call
+        self.starts = LoopDeadlines(idle_cancel=True)
         self.pool = SpawnPool()
         self.calls = 0  # calls of this runner between spawn and end
 
@@ -144,6 +148,21 @@ class SubprocessRunner:
         self, spec: SpawnSpec, payload: bytes, on_event: EventSink | None = None
     ) -> RunOutcome:
         """Run one call to its end. Cancelling the awaiting task kills the process group."""
+        spawn = self.spawner
+        if (
+            spawn is not None
+            and spawn.checks_entry
+            and is_within(spec.entry, spec.root)
+            and (spec.confine is None or is_within(spec.entry, spec.confine))
+            and self._unconfined(spec)
+        ):
+            # The entry re-check in the helper, as it spawns: a path with no symlink on it is
+            # its own canonical path, under the root by the comparison above (check_entry's
+            # work in one C call, on every serial call's critical path).
+            try:
+                return await self._run(spec, spec.entry, payload, on_event, spawn, spec.env, None)
+            except EntryUnverified:
+                pass  # the full check says why (or passes: a symlink on the way, inside)
         check = check_entry(spec.entry, spec.root, spec.shown_root or spec.root, spec.confine)
         if check.problem is not None:
             return RunOutcome(Status.FAILED, error=ErrorInfo("entry_rejected", check.problem))
@@ -156,10 +175,18 @@ class SubprocessRunner:
         if confinement is not None:
             env, conf = {**spec.env, **confinement.env}, confinement.conf
         try:
-            return await self._run(spec, check.path, payload, on_event, spawn, env, conf)
+            return await self._run(spec, check.path, payload, on_event, spawn, env, conf, True)
         finally:
             if confinement is not None:
                 confinement.release()
+
+    def _unconfined(self, spec: SpawnSpec) -> bool:
+        """Whether the call runs under profile none (the operator's default for its class, and
+        no declaration of its own: no profile object to build)."""
+        policy = self.sandbox
+        if spec.sandbox is None:
+            return policy.defaults.get(spec.skill_class, NONE) == NONE
+        return policy.resolve(spec.sandbox, spec.skill_class).profile == NONE
 
     async def _run(
         self,
@@ -170,7 +197,9 @@ class SubprocessRunner:
         spawn: Spawner,
         env: Mapping[str, str],
         conf: tuple[int, ...] | None,
+        checked: bool = False,
     ) -> RunOutcome:
+        """The call, its entry checked (``checked``) or to be checked by the spawner."""
         record = self.record
         if self.supervise and (record is None or record.fd < 0):  # first call, or forked
             record = self.record = supervision().record(self.groups_dir)
@@ -178,23 +207,40 @@ class SubprocessRunner:
         loop = asyncio.get_running_loop()
         poller = self.poller(loop)
         started_wall = time.time()
-        started = time.monotonic()
+        started = time.monotonic_ns()
         self.calls += 1
         reaper = self.reaper
         # A sweep ending another call while this one spawns must not take its child for an
         # orphan: the spawn is noted as a running call before it starts.
         key = reaper.spawning() if reaper is not None else 0
+        # The poller's quiet-start timer, made with its epoll on a loop's first call (where the
+        # spawner can arm one), so that what a runner holds between calls does not vary.
+        timer = poller.timer(spawn.quiet_timer)
         try:
-            if self.calls == 1:  # alone: spawn right here (the helper adds the fds to the epoll,
-                # unless the call starts quiet: then the runner adds the pidfd alone)
+            if self.calls == 1:  # alone: spawn right here (the helper adds the fds to the epoll:
+                # the pidfd alone when the call starts quiet, and arms the poller's timer for
+                # the end of the quiet start: no timer of the loop's made and cancelled per call)
                 quiet = self.quiet_start
-                args = (path, spec.cwd, env, payload, -1 if quiet > 0 else poller.fileno())
-                child = spawn.spawn(*args) if conf is None else spawn.spawn(*args, conf)
+                timer = timer if quiet > 0 else -1
+                child = spawn.spawn(
+                    path,
+                    spec.cwd,
+                    env,
+                    payload,
+                    poller.fileno(),
+                    conf,
+                    quiet > 0,
+                    not checked,
+                    timer,
+                    int(quiet * 1e9),
+                )
             else:  # other calls run: the loop keeps serving them while the kernel spawns; a
                 # quiet start would cost more than it saves (their calls last longer than it,
                 # and each loop wake serves several calls already)
-                quiet = 0.0
-                child = await self.pool.spawn(spawn, path, spec.cwd, env, payload, conf)
+                quiet, timer = 0.0, -1
+                child = await self.pool.spawn(
+                    spawn, path, spec.cwd, env, payload, conf, not checked
+                )
         except OSError as exc:
             self.calls -= 1
             if reaper is not None:
@@ -214,7 +260,7 @@ class SubprocessRunner:
         slot = record.add(pid) if record is not None else -1
         if reaper is not None:
             reaper.spawned(key, pid)
-        call = ChildCall(self, loop, poller, child, payload, spec, on_event, quiet)
+        call = ChildCall(self, loop, poller, child, payload, spec, on_event, quiet, timer)
         if record is not None:
             call.record, call.slot = record, slot
         known = record.known_children if record is not None else ()  # not orphans: the sentinel
@@ -240,5 +286,5 @@ class SubprocessRunner:
         outcome = call.outcome()
         outcome.orphans_killed = orphans
         outcome.started_at = started_wall
-        outcome.duration_ms = round((time.monotonic() - started) * 1000, 3)
+        outcome.duration_ms = (time.monotonic_ns() - started) // 1000 / 1000  # whole µs
         return outcome

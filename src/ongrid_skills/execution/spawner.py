@@ -10,51 +10,46 @@ how much was written and whether the descriptors are watched. Doing all of this 
 most of what the helper saves: every Python statement between the spawn and the loop's next wait
 delays the child, which starts on the same core.
 
-- :class:`HelperSpawner` calls ``ongrid_spawn`` of ``spawn_helper.c`` (one ``posix_spawn`` with
-  a chdir action): about half the parent CPU of ``Popen``. The library is compiled on first use
-  with the system's ``cc`` and cached by the hash of its source and flags, in the virtualenv
-  (``<venv>/lib/ongrid-skills/``) or else the user's cache dir (``~/.cache/ongrid-skills/``); a
-  library is loaded only from a directory and file owned by this user (or root) that nobody else
-  can write. A confined call (a sandbox profile) goes through ``ongrid_spawn_confined`` instead,
-  which clones the child itself to apply the Landlock ruleset, rlimits and ``no_new_privs``
-  before ``execve`` (:mod:`ongrid_skills.execution.confine`).
+- :class:`HelperSpawner` calls ``ongrid_spawn`` of ``spawn_helper.c`` (the child cloned with
+  ``CLONE_VM | CLONE_VFORK`` as ``posix_spawn`` does, its handled signals read from
+  ``/proc/self/status`` rather than asked one by one): about half the parent CPU of ``Popen``.
+  Asked to (``check``), it re-checks the entry first (``call_helper.c``: no symlink on its path,
+  a regular executable file) and spawns nothing, raising :class:`EntryUnverified`, when that does
+  not pass; at the call's exit :meth:`HelperSpawner.collect` drains, kills, reaps and closes in
+  one C call. The library (both files) is compiled on first use with the system's ``cc`` and
+  cached (:mod:`ongrid_skills.execution.helper_library`); it is loaded only from a directory and
+  file owned by this user (or root) that nobody else can write. A confined call (a
+  sandbox profile) goes through ``ongrid_spawn_confined``, whose child also applies the Landlock
+  ruleset, rlimits and ``no_new_privs`` before ``execve``
+  (:mod:`ongrid_skills.execution.confine`).
 - :class:`PopenSpawner` is the pure-Python fallback (``subprocess.Popen``), used when there is
-  no compiler, the C library lacks ``posix_spawn``'s chdir/closefrom extensions (glibc < 2.34,
-  macOS), or ``ONGRID_SPAWN_HELPER=off`` forces it. It confines nothing: the runner refuses a
-  confined call (``sandbox_unavailable``) rather than run it through this path.
+  no compiler, off Linux, or when ``ONGRID_SPAWN_HELPER=off`` forces it. It confines nothing:
+  the runner refuses a confined call (``sandbox_unavailable``) rather than run it through this
+  path.
 
 Which one a runner uses is decided once per process and mode (:func:`spawner`); why the helper
-is unavailable is logged once at INFO. :class:`SpawnPool` runs spawns in worker threads, for a
-runner that has other calls in flight: ``posix_spawn`` returns only once the child has exec'd
-(a millisecond on a loaded machine), and the event loop must not stand still meanwhile.
+is unavailable is logged once at INFO. :class:`~ongrid_skills.execution.spawn_pool.SpawnPool`
+runs spawns in worker threads, for a runner that has other calls in flight.
 
-This module must never run anything but the compiler before a call is admitted, nor load a
-library another user could have written.
+This module must never run anything but the compiler before a call is admitted
+(:mod:`ongrid_skills.execution.helper_library` builds and loads the helper's library).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import ctypes
 import errno
 import functools
-import hashlib
 import logging
 import os
-import platform
-import shutil
-import signal
-import stat
 import subprocess
 import sys
-import tempfile
+import threading
 from collections.abc import Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal, Protocol
 
+from ongrid_skills.execution import helper_library
 from ongrid_skills.execution.reaping import (
     after_exit,
     exits_within,
@@ -64,20 +59,35 @@ from ongrid_skills.execution.reaping import (
 )
 
 LOG = logging.getLogger("ongrid_skills.runner")
-SOURCE = Path(__file__).with_name("spawn_helper.c")
-CFLAGS = ("-O2", "-shared", "-fPIC", "-Wall")
-ABI = 3
+CHECK_ENTRY = 1  # ongrid_spawn's flags (spawn_helper.c)
+WATCH_PIDFD = 2
+WATCHED_ALL = 1  # Child.watched: stdout, stderr and the pidfd were added to the epoll given
+WATCHED_PIDFD = 2  # the pidfd alone (a quiet start)
+WATCHED_TIMED = 3  # the pidfd alone, and the quiet start's timer given armed
+_COLLECT_BYTES = 65536  # per pipe and collect: a pipe's default capacity
+_FS_ENCODING, _FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
 ENV_SWITCH = "ONGRID_SPAWN_HELPER"  # "off" (or 0/false/no): always use subprocess
-COMPILE_TIMEOUT_SECONDS = 60.0
 
 Mode = Literal["auto", "helper", "subprocess"]
+
+
+class EntryUnverified(Exception):
+    """The helper's fast entry re-check did not pass: nothing was spawned; the caller runs the
+    full check (which says why, or passes: a symlink on the way to an entry still inside)."""
+
+
+#: What :meth:`HelperSpawner.collect` found: stdout and stderr read, whether each pipe reached
+#: EOF (and was closed), whether the child was reaped (group killed, record slot cleared,
+#: pidfd closed) and its return code (None: unknown).
+Collected = tuple[bytes, bytes, bool, bool, bool, "int | None"]
 
 
 @dataclass(slots=True)
 class Child:
     """A started child: its pid, the parent's pipe ends (non-blocking; stdin None once all of
     the payload was written and it was closed), a pidfd or None, how many bytes of the payload
-    were written, and whether stdout, stderr and the pidfd were added to the epoll given."""
+    were written, and what was added to the epoll given (0 nothing, ``WATCHED_ALL``,
+    ``WATCHED_PIDFD``)."""
 
     pid: int
     stdin: int | None
@@ -85,10 +95,12 @@ class Child:
     stderr: int
     pidfd: int | None
     written: int
-    watched: bool
+    watched: int
     # Kept for the fallback only: a Popen dropped while its returncode is None would be queued
     # for subprocess's own reaping, which must never reap a call's leader before the runner.
     popen: subprocess.Popen[bytes] | None = None
+    # The helper's: the whole end of the call in one C call (see HelperSpawner.collect).
+    helper: HelperSpawner | None = None
 
     def reaped(self, returncode: int | None) -> None:
         """The runner reaped the child: tell the Popen object, if any, that it is done."""
@@ -97,9 +109,14 @@ class Child:
 
 
 class Spawner(Protocol):
-    """Starts one child; raises OSError when it cannot be started (nothing left behind)."""
+    """Starts one child; raises OSError when it cannot be started (nothing left behind).
+
+    ``quiet``: add only the pidfd to ``epoll_fd``, and arm ``timer`` (a :meth:`quiet_timer`)
+    ``quiet_ns`` from now when one is given; ``check``: re-check the entry first and raise
+    :class:`EntryUnverified` when that does not pass (only where ``checks_entry``)."""
 
     name: str
+    checks_entry: bool
 
     def spawn(
         self,
@@ -109,13 +126,22 @@ class Spawner(Protocol):
         payload: bytes,
         epoll_fd: int,
         conf: Sequence[int] | None = None,
+        quiet: bool = False,
+        check: bool = False,
+        timer: int = -1,
+        quiet_ns: int = 0,
     ) -> Child: ...
+
+    def quiet_timer(self) -> int:
+        """A new timer descriptor for quiet starts (readable once it expires), or -1."""
+        ...
 
 
 class PopenSpawner:
     """The pure-Python path: ``subprocess.Popen`` on pipes made here."""
 
     name = "subprocess"
+    checks_entry = False
 
     def spawn(
         self,
@@ -125,7 +151,13 @@ class PopenSpawner:
         payload: bytes,
         epoll_fd: int,
         conf: Sequence[int] | None = None,
+        quiet: bool = False,
+        check: bool = False,
+        timer: int = -1,
+        quiet_ns: int = 0,
     ) -> Child:
+        if check:  # the runner asks only where checks_entry
+            raise EntryUnverified(path)
         if conf is not None:  # never unconfined (the runner refuses before asking)
             raise OSError(errno.ENOSYS, "confinement needs the spawn helper", path)
         for name, value in env.items():  # refused as the helper refuses it (Popen takes "=x")
@@ -156,13 +188,18 @@ class PopenSpawner:
         pidfd = _pidfd_open(proc.pid)
         stdin, written = _feed(in_w, payload)
         # The epoll is left to the runner's poller: Python cannot add to it by descriptor.
-        return Child(proc.pid, stdin, out_r, err_r, pidfd, written, False, proc)
+        return Child(proc.pid, stdin, out_r, err_r, pidfd, written, 0, proc)
+
+    def quiet_timer(self) -> int:
+        return -1  # the runner's loop keeps the quiet starts' deadlines instead
 
 
 class HelperSpawner:
-    """The C path: one call of ``ongrid_spawn`` (see ``spawn_helper.c``)."""
+    """The C path: one call of ``ongrid_spawn`` (see ``spawn_helper.c``), and at the call's
+    end one of ``ongrid_collect`` (``call_helper.c``)."""
 
     name = "helper"
+    checks_entry = True
 
     def __init__(self, library: ctypes.CDLL) -> None:
         fn = library.ongrid_spawn
@@ -174,10 +211,32 @@ class HelperSpawner:
             ctypes.c_char_p,
             ctypes.c_long,
             ctypes.c_int,
+            ctypes.c_int,
+            ctypes.c_int,
+            ctypes.c_long,
             ctypes.POINTER(ctypes.c_long),
         ]
         fn.restype = ctypes.c_int
         self._spawn = fn
+        self._timer = library.ongrid_quiet_timer
+        self._timer.argtypes = []
+        self._timer.restype = ctypes.c_int
+        # Through a PyDLL view of the library: it does not block (the child has exited, its
+        # pipes are non-blocking), so it keeps the GIL rather than drop and take it again.
+        collect = ctypes.PyDLL(library._name, handle=library._handle).ongrid_collect
+        collect.argtypes = [
+            ctypes.c_int,
+            ctypes.c_int,
+            ctypes.c_int,
+            ctypes.c_int,
+            ctypes.c_long,
+            ctypes.c_void_p,
+            ctypes.c_int,
+            ctypes.c_void_p,
+        ]
+        collect.restype = ctypes.c_long
+        self._collect = collect
+        self._scratch = _Scratch()  # per thread: loops in several threads may collect at once
         confined = library.ongrid_spawn_confined
         confined.argtypes = [*fn.argtypes, ctypes.POINTER(ctypes.c_long)]
         confined.restype = ctypes.c_int
@@ -209,22 +268,52 @@ class HelperSpawner:
         payload: bytes,
         epoll_fd: int,
         conf: Sequence[int] | None = None,
+        quiet: bool = False,
+        check: bool = False,
+        timer: int = -1,
+        quiet_ns: int = 0,
     ) -> Child:
-        raw_path, raw_cwd = os.fsencode(path), os.fsencode(cwd)
+        # os.fsencode's own encoding, without its Python frame (this runs on every call)
+        raw_path = path.encode(_FS_ENCODING, _FS_ERRORS)
+        raw_cwd = cwd.encode(_FS_ENCODING, _FS_ERRORS)
         if 0 in raw_path or 0 in raw_cwd:  # C would silently cut the string there
             raise ValueError("embedded null byte")
-        blob = b"".join([_env_entry(name, value) for name, value in env.items()])
+        blob = b"".join([_env_entry(name, value) for name, value in env.items()]) if env else b""
         out = (ctypes.c_long * 7)()
+        flags = (CHECK_ENTRY if check else 0) | (WATCH_PIDFD if quiet else 0)
         if conf is None:
             err = self._spawn(
-                raw_path, raw_cwd, blob, len(env), payload, len(payload), epoll_fd, out
+                raw_path,
+                raw_cwd,
+                blob,
+                len(env),
+                payload,
+                len(payload),
+                epoll_fd,
+                flags,
+                timer,
+                quiet_ns,
+                out,
             )
         else:
             words = (ctypes.c_long * len(conf))(*conf)
             err = self._confined(
-                raw_path, raw_cwd, blob, len(env), payload, len(payload), epoll_fd, out, words
+                raw_path,
+                raw_cwd,
+                blob,
+                len(env),
+                payload,
+                len(payload),
+                epoll_fd,
+                flags,
+                timer,
+                quiet_ns,
+                out,
+                words,
             )
         if err:
+            if err < 0:
+                raise EntryUnverified(path)
             raise OSError(err, os.strerror(err), path)
         pid, stdin, stdout, stderr, pidfd, written, watched = out
         return Child(
@@ -234,59 +323,53 @@ class HelperSpawner:
             stderr,
             pidfd if pidfd >= 0 else None,
             written,
-            watched == 1,
+            watched,
+            None,
+            self,
+        )
+
+    def quiet_timer(self) -> int:
+        fd = self._timer()
+        return int(fd) if fd >= 0 else -1
+
+    def collect(
+        self,
+        child: Child,
+        pidfd: int,
+        out: int,
+        err: int,
+        room: int,
+        slot: int | None,
+        timer: int = -1,
+    ) -> Collected:
+        """At ``child``'s exit: read what its pipes ``out`` and ``err`` hold (-1: at EOF
+        already; at most ``room`` bytes of stdout), close those at EOF, and once both are,
+        kill the group, clear the record ``slot`` (its address, or None), reap, close
+        ``pidfd`` (-1: none) and disarm ``timer`` (-1: none), in that order
+        (``ongrid_collect`` in ``call_helper.c``)."""
+        scratch = self._scratch
+        cap = room if room < _COLLECT_BYTES else _COLLECT_BYTES
+        got = self._collect(child.pid, pidfd, out, err, cap, slot, timer, scratch.address)
+        n_out, n_err = got & 0xFFFFF, got >> 20 & 0xFFFFF
+        reaped, code = got >> 42 & 3, got >> 44 & 0x1FF
+        view = scratch.view
+        return (
+            view[:n_out].tobytes() if n_out else b"",
+            view[cap : cap + n_err].tobytes() if n_err else b"",
+            got >> 40 & 1 == 1,
+            got >> 41 & 1 == 1,
+            reaped != 0,
+            (code - 512 if code & 256 else code) if reaped == 1 else None,
         )
 
 
-class SpawnPool:
-    """Spawns in worker threads (as many as there are cores: more spawns at once than cores
-    only slows each down)."""
+class _Scratch(threading.local):
+    """One thread's buffers for :meth:`HelperSpawner.collect` (made once, not per call)."""
 
-    def __init__(self, workers: int | None = None) -> None:
-        self.workers = workers or os.cpu_count() or 2
-        self._executor: ThreadPoolExecutor | None = None
-
-    async def spawn(
-        self,
-        spawner: Spawner,
-        path: str,
-        cwd: str,
-        env: Mapping[str, str],
-        payload: bytes,
-        conf: Sequence[int] | None = None,
-    ) -> Child:
-        """Spawn in a worker thread (the descriptors are not added to any epoll). Cancelled
-        while the thread spawns, the child is killed and reaped as soon as it exists."""
-        executor = self._executor
-        if executor is None:
-            executor = self._executor = ThreadPoolExecutor(
-                self.workers, thread_name_prefix="ongrid-spawn"
-            )
-        if conf is None:
-            future = executor.submit(spawner.spawn, path, cwd, env, payload, -1)
-        else:
-            future = executor.submit(spawner.spawn, path, cwd, env, payload, -1, conf)
-        try:
-            return await asyncio.shield(asyncio.wrap_future(future))
-        except asyncio.CancelledError:
-            future.add_done_callback(_discard)
-            raise
-
-
-def _discard(future: Future[Child]) -> None:
-    """A child spawned for a call that was cancelled meanwhile: kill, close, reap."""
-    if future.cancelled() or future.exception() is not None:
-        return
-    child = future.result()
-    with contextlib.suppress(OSError):
-        os.killpg(child.pid, signal.SIGKILL)
-    for fd in (child.stdin, child.stdout, child.stderr, child.pidfd):
-        if fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-    with contextlib.suppress(ChildProcessError):
-        _, status = os.waitpid(child.pid, 0)
-        child.reaped(os.waitstatus_to_exitcode(status))
+    def __init__(self) -> None:
+        self.buffer = ctypes.create_string_buffer(2 * _COLLECT_BYTES)
+        self.address = ctypes.addressof(self.buffer)
+        self.view = memoryview(self.buffer).cast("B")
 
 
 _EQUALS = ord("=")
@@ -360,106 +443,13 @@ def _log_fallback(why: str) -> None:
 @functools.cache
 def _helper() -> HelperSpawner | str:
     """The helper, loaded (built first when needed); or why it is unavailable."""
-    if not sys.platform.startswith("linux"):
-        return f"not built on {sys.platform}"
+    found = helper_library.find()
+    if isinstance(found, str):
+        return found
     try:
-        source = SOURCE.read_bytes()
-    except OSError as exc:
-        return f"cannot read {SOURCE}: {exc.strerror or exc}"
-    digest = hashlib.sha256(source)
-    digest.update(" ".join((*CFLAGS, platform.machine())).encode())
-    name = f"spawn-{digest.hexdigest()[:20]}.so"
-    problems: list[str] = []
-    for folder in cache_dirs():
-        path = folder / name
-        why = _safe_dir(folder)
-        if why is not None:
-            problems.append(why)
-            continue
-        if not path.exists():
-            why = _build(path)
-            if why is not None:
-                problems.append(why)
-                if why.startswith("compiling"):  # the source itself does not build here
-                    break
-                continue
-        loaded = _load(path)
-        if isinstance(loaded, HelperSpawner):
-            return loaded
-        problems.append(loaded)
-    return "; ".join(problems) or "no cache directory"
-
-
-def cache_dirs() -> list[Path]:
-    """Where the compiled helper may live, in order of preference."""
-    dirs: list[Path] = []
-    if sys.prefix != sys.base_prefix:  # a virtualenv: the helper belongs to it
-        dirs.append(Path(sys.prefix) / "lib" / "ongrid-skills")
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    if os.path.isabs(cache):
-        dirs.append(Path(cache) / "ongrid-skills")
-    dirs.append(Path(tempfile.gettempdir()) / f"ongrid-skills-{os.geteuid()}")
-    return dirs
-
-
-def _trusted(st: os.stat_result) -> bool:
-    return st.st_uid in (os.geteuid(), 0) and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
-
-
-def _safe_dir(folder: Path) -> str | None:
-    """Create ``folder`` (0700) if needed; None when it is ours alone, else why not."""
-    try:
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        st = os.lstat(folder)
-    except OSError as exc:
-        return f"{folder}: {exc.strerror or exc}"
-    if not stat.S_ISDIR(st.st_mode) or not _trusted(st):
-        return f"{folder} is not a directory that only its owner can write"
-    return None
-
-
-def _build(target: Path) -> str | None:
-    """Compile the helper into ``target`` (atomically); None on success, else why not."""
-    compiler = shutil.which("cc") or shutil.which("gcc")
-    if compiler is None:
-        return "no C compiler (cc) on PATH"
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    try:
-        proc = subprocess.run(
-            [compiler, *CFLAGS, "-o", str(tmp), str(SOURCE)],
-            capture_output=True,
-            text=True,
-            timeout=COMPILE_TIMEOUT_SECONDS,
-            check=False,
-        )
-        if proc.returncode != 0:
-            first = (proc.stderr.strip().splitlines() or ["no message"])[0]
-            return f"compiling {SOURCE.name} failed: {first}"
-        os.chmod(tmp, 0o700)
-        os.replace(tmp, target)
-    except (OSError, subprocess.SubprocessError) as exc:
-        return f"cannot build {target}: {exc}"
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-    for old in target.parent.glob("spawn-*.so"):  # builds of earlier sources
-        if old != target:
-            with contextlib.suppress(OSError):
-                old.unlink()
-    return None
-
-
-def _load(path: Path) -> HelperSpawner | str:
-    try:
-        st = os.lstat(path)
-        if not stat.S_ISREG(st.st_mode) or not _trusted(st):
-            return f"{path} is not a regular file that only its owner can write"
-        library = ctypes.CDLL(str(path))
-        if library.ongrid_spawn_abi() != ABI:
-            return f"{path} is not the expected helper"
-        return HelperSpawner(library)
-    except (OSError, AttributeError) as exc:
-        return f"cannot load {path}: {exc}"
+        return HelperSpawner(found)
+    except AttributeError as exc:  # a symbol missing: not the library it claims to be
+        return f"cannot load the spawn helper: {exc}"
 
 
 def main() -> int:
@@ -478,12 +468,12 @@ if __name__ == "__main__":
 
 __all__ = [
     "Child",
+    "Collected",
+    "EntryUnverified",
     "HelperSpawner",
     "PopenSpawner",
-    "SpawnPool",
     "Spawner",
     "after_exit",
-    "cache_dirs",
     "exits_within",
     "reap",
     "reap_by_pidfd",

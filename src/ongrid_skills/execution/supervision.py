@@ -30,6 +30,7 @@ and never let a forked child inherit the pipe (the sentinel would outlive the ma
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import itertools
 import logging
@@ -74,12 +75,14 @@ class GroupRecord:
         self.slots = itertools.count()
         self.lock = threading.Lock()
         self.maps: list[mmap.mmap] = []  # kept: a thread may still hold an older, smaller view
+        self.base = 0  # the address of the newest map (the spawn helper clears slots there)
         self.words = self._map(mmap.PAGESIZE)
 
     def _map(self, size: int) -> memoryview:
         os.ftruncate(self.fd, size)
         mapped = mmap.mmap(self.fd, size)
-        self.maps.append(mapped)
+        self.maps.append(mapped)  # never closed: the address below stays valid
+        self.base = ctypes.addressof(ctypes.c_char.from_buffer(mapped))
         return memoryview(mapped).cast("q")
 
     @property
@@ -117,6 +120,16 @@ class GroupRecord:
         reaped yet (so its id could not have been reused)."""
         if slot >= 0:
             self.words[2 * slot] = 0
+            self.free.append(slot)
+
+    def address(self, slot: int) -> int | None:
+        """Where ``slot``'s id lives in memory, for the spawn helper to clear it as
+        :meth:`remove` would (then :meth:`released`); None for no slot."""
+        return self.base + 16 * slot if slot >= 0 else None
+
+    def released(self, slot: int) -> None:
+        """The helper cleared ``slot`` (at :meth:`address`): it may be given out again."""
+        if slot >= 0:
             self.free.append(slot)
 
     def _grow(self, at: int) -> memoryview | None:

@@ -12,6 +12,7 @@ it drained and asks for a verdict only when the child ended cleanly.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +42,10 @@ class StdoutBuffer:
             return False
         self.data += chunk
         return True
+
+    def room(self) -> int:
+        """How many more bytes it takes to know whether stdout passes the cap (one past it)."""
+        return self.cap - len(self.data) + 1
 
     def masked(self) -> bytes:
         """What was collected, every secret of the call replaced by ``***``."""
@@ -74,10 +79,15 @@ def decode_result(stdout: bytes, masker: Masker | None = None) -> Decoded:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         return Decoded(error=ErrorInfo("invalid_output", f"stdout is not UTF-8 (byte {exc.start})"))
+    try:  # the C scanner alone: stripped, the text has no whitespace left around the value
+        value, end = _SCAN(text, 0)
+    except Exception:  # the full decode below says what is wrong
+        end = -1
     try:
-        if text.startswith("\ufeff"):  # what json.loads says; the decoder alone would not
-            raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
-        value = _DECODER.decode(text)
+        if end != len(text):  # not one JSON value: the decoder's own error says why
+            if text.startswith("\ufeff"):  # what json.loads says; the decoder would not
+                raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+            value = _DECODER.decode(text)
     except _NotJson as exc:
         return Decoded(error=ErrorInfo("invalid_output", f"stdout is not valid JSON: {exc}"))
     except json.JSONDecodeError as exc:
@@ -103,6 +113,8 @@ def _refuse_constant(name: str) -> Any:
 # One decoder for every call: json.loads with a keyword builds a new one (and its scanner) each
 # time, a few µs on every call's critical path.
 _DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
+# Its scanner alone (C): decode() around it adds two regular-expression matches for whitespace.
+_SCAN: Callable[[str, int], tuple[Any, int]] = vars(_DECODER)["scan_once"]
 
 
 __all__ = ["STDOUT_CAP", "Decoded", "StdoutBuffer", "decode_result"]
