@@ -80,6 +80,10 @@ int ongrid_entry_ok(const char *path) {
 
 #define COLLECT_MAX 65536
 
+/* ongrid_collect packs its answer in a long up to bit 52: a platform with a 32-bit long fails
+   to build this library, and the runner uses its subprocess path there. */
+_Static_assert(sizeof(long) == 8, "ongrid_collect needs a 64-bit long");
+
 /* Reads `fd` into buf (at most cap bytes) until it would block; *eof = 1 at EOF (fd closed). */
 static long drain(int fd, char *buf, long cap, long *eof) {
     long got = 0;
@@ -112,12 +116,19 @@ long ongrid_collect(int pid, int pidfd, int out, int err, long cap, long *slot, 
     long got_err = drain(err, buf + cap, COLLECT_MAX, &err_eof);
     long packed = got_out | got_err << 20 | out_eof << 40 | err_eof << 41;
     if (!(out_eof && err_eof)) return packed;
+    if (pid <= 1) { /* never kill(0) or kill(-1): not a child's pid */
+        if (pidfd >= 0) close(pidfd);
+        return packed | 2L << 42;
+    }
     kill(-pid, SIGKILL);
     if (slot != NULL) __atomic_store_n(slot, 0, __ATOMIC_SEQ_CST);
     int status = 0;
     pid_t reaped;
     do {
-        reaped = waitpid(pid, &status, 0);
+        /* Called at its exit (its pidfd said so): it is there to reap. Were it not, it was
+           just killed: the wait is that of its end. */
+        reaped = waitpid(pid, &status, WNOHANG);
+        if (reaped == 0) reaped = waitpid(pid, &status, 0);
     } while (reaped < 0 && errno == EINTR);
     if (pidfd >= 0) close(pidfd);
     if (timer >= 0) ongrid_arm_timer(timer, 0);

@@ -292,10 +292,11 @@ static void reset_signals(void) {
             sigaction(sig, &dfl, NULL); /* refused for the C library's own: they stay */
 }
 
-/* Closes every descriptor from 3 up (one by one where the kernel has no close_range). */
+/* Closes every descriptor from 3 up: close_range, or one by one where it fails (no such call
+   in the kernel, or a seccomp policy that refuses it with EPERM, as older container profiles
+   do: closing is harmless whatever the reason). */
 static int close_from_3(void) {
     if (syscall(SYS_close_range, 3, ~0U, 0) == 0) return 0;
-    if (errno != ENOSYS) return -1;
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return -1;
     for (rlim_t fd = 3; fd < rl.rlim_cur && fd < (1U << 20); fd++) close((int)fd);
@@ -414,7 +415,8 @@ static pid_t clone_spawn(const char *path, const char *cwd, char **envp, const i
         return -1;
     }
     if (args.err != 0) { /* it failed before or at exec: it has exited */
-        waitpid(pid, NULL, 0);
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+        }
         *rc = args.err;
         return -1;
     }
