@@ -7,12 +7,13 @@ The page guard fails a test on any console error or CSP violation; each page fit
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, Locator, Page, expect
+from playwright.sync_api import Browser, Locator, Page, Route, expect
 
 from tests.support.browser import (
     PHONE,
@@ -197,6 +198,44 @@ def test_a_stopped_run_is_continued_with_the_keyboard(
         "Stopped as asked; nothing else to do."
     )
     expect(olga.locator(".run-status .status")).to_have_text("done")
+    clean(page_guard, olga)
+
+
+def test_what_is_typed_in_an_ended_runs_box_survives_the_page_taking_the_runs_end(
+    console: Console, browser: Browser, page_guard: PageGuard, fake: FakeLLM
+) -> None:
+    # A page opened on a run that has just ended follows its events, then, at their end, swaps
+    # in the page's new controls: the compose box the operator is typing in among them.
+    fake.add(Reply("All quiet."))
+    olga = watching(browser, page_guard, console, "olga")
+    olga.goto(console.url + "/chat")
+    olga.get_by_label("Message").fill("Anything up?")
+    olga.get_by_role("button", name="Send").click()
+    expect(olga).to_have_url(RUN_URL)
+    expect(olga.locator(".run-status .status")).to_have_text("done")
+    page_url = olga.url.split("#")[0]
+    held: list[Route] = []
+
+    def hold_the_swap(route: Route) -> None:
+        if route.request.resource_type == "fetch":
+            held.append(route)  # answered once the box holds the operator's words
+        else:
+            route.continue_()
+
+    olga.route(page_url, hold_the_swap)
+    with olga.expect_request(lambda r: r.resource_type == "fetch" and r.url == page_url):
+        olga.goto(page_url)
+    box = olga.get_by_label("Continue the conversation")
+    box.fill("And the disks?")
+    deadline = time.monotonic() + 20
+    while not held:  # each call into the page lets Playwright hand it the held request
+        assert time.monotonic() < deadline, "the page never asked for its new controls"
+        olga.evaluate("0")
+    held[0].continue_()
+    expect(olga.locator("[data-ended='true']")).to_have_count(1)
+    expect(box).to_have_value("And the disks?")
+    expect(box).to_be_focused()
+    olga.unroute(page_url)
     clean(page_guard, olga)
 
 

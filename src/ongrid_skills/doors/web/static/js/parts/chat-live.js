@@ -309,6 +309,15 @@ export function mount(element) {
     lost: () => say("Live updates stopped: reload the page."),
   };
 
+  // What the user typed in a part that is replaced (the compose box, when the run's end
+  // brings the page's new controls) goes into the new part: nothing typed is lost.
+  const keepTyped = (old, fresh) => {
+    for (const box of old.querySelectorAll("textarea[name]")) {
+      const twin = fresh.querySelector(`textarea[name="${box.name}"]`);
+      if (twin && box.value && !twin.value) twin.value = box.value;
+    }
+  };
+
   const swap = async () => {
     const response = await fetch(window.location.pathname, { headers: { accept: "text/html" } });
     if (!response.ok) throw new Error(`the page answered ${response.status}`);
@@ -317,8 +326,12 @@ export function mount(element) {
       const replacement = fresh.querySelector(`[data-swap="${part.dataset.swap}"]`);
       if (!replacement) continue;
       const imported = document.importNode(replacement, true);
+      const focused = part.contains(document.activeElement) ? document.activeElement : null;
+      keepTyped(part, imported);
       part.replaceWith(imported);
       mountParts(imported);
+      const again = focused && focused.name ? imported.querySelector(`textarea[name="${focused.name}"]`) : null;
+      if (again) again.focus();
     }
     element.dataset.ended = "true";
   };
