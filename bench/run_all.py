@@ -187,6 +187,14 @@ def rest_rows(r: dict[str, Any]) -> list[str]:
             f" p50 {r['bare_level_p50_us'][level]:,.0f} µs"
             f" | {r['level_ratios'][level]:.2f}× | — | info |"
         )
+    if "cpu_pass" in r:
+        cpu = r["cpu_pass"]
+        rows.append(
+            f"| … the server's own CPU per request at 8 clients (where REST's cost goes)"
+            f" | REST {cpu['rest']['cpu_us']:,.0f} µs; `serve` with each call's writes stubbed"
+            f" {cpu['nostore']['cpu_us']:,.0f} µs | bare {cpu['bare']['cpu_us']:,.0f} µs"
+            f" | {cpu['rest']['cpu_us'] / cpu['bare']['cpu_us']:.2f}× | — | info |"
+        )
     if "listing" in r:
         rows.append(
             f"| `GET /v1/skills`, {r['listing']['skills']:,} skills (p50)"

@@ -13,6 +13,7 @@ from ongrid_skills.execution.landlock import abi
 from ongrid_skills.execution.records import Status
 from ongrid_skills.execution.runner import SpawnSpec, SubprocessRunner
 from ongrid_skills.skills.sandbox import SandboxSpec
+from tests.support.processes import open_fds, open_fds_settled
 from tests.support.runner import canonical_dir, require_helper, run_call, script_skill
 
 pytestmark = pytest.mark.skipif(abi() < 4, reason="needs Landlock ABI 4 (files and TCP)")
@@ -109,3 +110,22 @@ def test_a_confined_call_reads_its_own_credentials_folder_and_no_other_calls(
     assert run_call(runner, confined).outcome.result == ["mine", 0]
     host = dataclasses.replace(confined, sandbox=SandboxSpec("host-read"))
     assert run_call(runner, host).outcome.result == ["mine", 0]
+
+
+def test_a_closed_runner_keeps_no_descriptor_of_its_profiles_rules_and_opens_them_again(
+    tmp_path: Path,
+) -> None:
+    # Every call of a profile shares descriptors of the system's folders (hundreds for
+    # host-read): kept between calls, given back when the runner is closed.
+    require_helper()
+    spec = script_skill(canonical_dir(tmp_path / "skills"), "#!/bin/sh\necho 1\n")
+    runner = SubprocessRunner(sandbox=SandboxPolicy())
+    before = open_fds_settled()
+    for _ in range(2):
+        for profile in ("strict", "host-read"):
+            confined = dataclasses.replace(spec, sandbox=SandboxSpec(profile))
+            outcome = run_call(runner, confined).outcome
+            assert outcome.status is Status.SUCCEEDED, outcome.stderr_tail
+        assert open_fds() > before + 10  # the rules' descriptors, shared by the calls
+        runner.close()
+        assert open_fds() == before

@@ -130,7 +130,7 @@ class SandboxPolicy:
     _host: tuple[tuple[str, ...], tuple[tuple[str, int], ...], list[int]] | None = None
     _protected: tuple[str, ...] | None = None
     _free: list[str] = field(default_factory=list)  # emptied temp dirs, to reuse
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _lock: threading.RLock = field(default_factory=threading.RLock)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> SandboxPolicy:
@@ -228,6 +228,8 @@ class SandboxPolicy:
         temp_dir = self._temp_dir()
         opened: list[int] = []
         try:
+            # Under the lock until the ruleset is built: the shared descriptors stay open.
+            self._lock.acquire()
             rules = list(self._shared(spec.profile, protected, fs_rights))
             own = [(path, landlock.READ) for path in (folder, entry, *spec.read, *extra_read)]
             if credentials_dir is not None:
@@ -245,6 +247,7 @@ class SandboxPolicy:
                 f"cannot build the Landlock ruleset: {exc.strerror or exc}"
             ) from None
         finally:
+            self._lock.release()
             for fd in opened:
                 os.close(fd)
         conf = [ruleset, _NO_NEW_PRIVS, 0]
@@ -292,6 +295,15 @@ class SandboxPolicy:
             opened = _open_all(rules, fs_rights)
             self._host = (protected, tuple(listed), opened)
             return opened + devices
+
+    def close(self) -> None:
+        """Close the descriptors the profiles' calls share (a later call opens them again)."""
+        with self._lock:
+            for fd in (self._system or [])[::2]:
+                os.close(fd)
+            for fd in (self._host[2] if self._host is not None else [])[::2]:
+                os.close(fd)
+            self._system = self._host = None
 
     def _protected_paths(self) -> tuple[str, ...]:
         found = self._protected

@@ -130,12 +130,14 @@ class SubprocessRunner:
         return LoopPoller(loop)  # calls of this runner are running on another loop too
 
     def close(self) -> None:
-        """Close what the runner keeps between calls (its poller's epoll), once no call runs;
-        a later call opens it again. Owners call it when they are done with the runner."""
+        """Close what the runner keeps between calls (its poller's epoll, the sandbox rules'
+        descriptors), once no call runs; a later call opens them again. Owners call it when
+        they are done with the runner."""
         poller = self._poller
         if poller is not None and poller.idle:
             self._poller = None
             poller.close()
+            self.sandbox.close()
 
     async def _spawner(self) -> Spawner:
         found = self.spawner
