@@ -31,6 +31,7 @@ from ongrid_skills.store import Store, open_store
 from ongrid_skills.types import Role
 from tests.support.processes import CLI
 from tests.support.sockets import free_port
+from tests.support.store import migrated_data_dir
 from tests.support.waiting import wait_for
 
 ROLES = {
@@ -89,6 +90,7 @@ def make_settings(tmp_path: Path, skills_root: Path, **overrides: Any) -> Settin
 @contextmanager
 def running_app(settings: Settings, **app_kw: Any) -> Iterator[Server]:
     """The composed app (REST + MCP) on a fresh store with one token per name of ROLES."""
+    migrated_data_dir(settings.data_dir, settings.database_url)
     store = open_store(
         settings.data_dir,
         settings.database_url,
