@@ -7,6 +7,7 @@ SUITE_ENVIRONMENT; so do the module- and package-wide fixtures, set up before an
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Iterator
 
@@ -35,6 +36,15 @@ def _reset(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name)
     for name, value in SUITE_ENVIRONMENT.items():
         monkeypatch.setenv(name, value)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Freeze what collection left on the heap (the modules, the collected tests): it lives
+    until the session ends, and the collector's full passes, triggered again and again by
+    what the tests allocate, then no longer walk it (tests/doors/rest: 10 s in the collector
+    before, 5 s after). What the tests themselves leave is collected as before."""
+    gc.collect()
+    gc.freeze()
 
 
 @pytest.fixture(scope="session", autouse=True)

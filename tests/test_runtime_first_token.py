@@ -20,7 +20,7 @@ from ongrid_skills.store import open_store
 from ongrid_skills.store.connection import WRITER_LOCK
 from ongrid_skills.store.tokens import TokenInfo
 from tests.support.postgres import Postgres
-from tests.support.server import ServeProcess, start_serve, stop
+from tests.support.server import ServeProcess, start_serve, stop, stop_all
 from tests.support.waiting import wait_for
 
 ROUNDS = 2  # the race showed in the first round of every run before the fix
@@ -98,7 +98,7 @@ def test_replicas_starting_together_on_an_empty_database_make_one_first_admin_to
         }
         processes = start_together(base, env, postgres.dsn(url.rsplit("/", 1)[1]))
         # Every replica answered /v1/health (start_serve waited for it); stop them and read on.
-        said = [stop(process) for process in processes]
+        said = stop_all(processes)
         announced = [line for text in said for line in text.splitlines() if FIRST_START in line]
         files = sorted(base.glob("*/first-admin-token"))
         store = open_store(str(base / "test"), url, audit_key_file=str(key))

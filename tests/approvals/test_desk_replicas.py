@@ -33,7 +33,7 @@ def test_an_approval_requested_on_one_replica_is_signed_on_another_and_runs_ther
     replicas: ReplicaSet, make_skill: MakeSkill
 ) -> None:
     folder = make_skill("restart_service", RECORDING_ECHO, **{"class": "mutating"})
-    a, b = replicas.start("a"), replicas.start("b")
+    a, b = replicas.start_all("a", "b")
 
     asked = a.call("POST", "/v1/skills/restart_service/execute", "olga", json={"args": {"n": 1}})
     assert asked.status_code == 202, asked.text
@@ -77,7 +77,7 @@ def test_two_replicas_racing_on_the_last_signature_run_the_call_once(
     """Oscar signs on one replica and admin on the other at the same moment, again and again:
     each time exactly one signature approves, and the call runs once."""
     folder = make_skill("restart_service", RECORDING_ECHO, **{"class": "mutating"})
-    a, b = replicas.start("a"), replicas.start("b")
+    a, b = replicas.start_all("a", "b")
     rounds = 25
     for n in range(rounds):
         args = {"args": {"n": n}}

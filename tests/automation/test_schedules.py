@@ -142,7 +142,7 @@ def test_two_replicas_on_postgresql_run_each_firing_once_and_start_one_alert_onc
     replicas: ReplicaSet,
 ) -> None:
     _skills(replicas.skills)
-    a, b = replicas.start("a"), replicas.start("b")
+    a, b = replicas.start_all("a", "b")
     answer = a.call("PUT", "/v1/schedules/tick", json={"skill": "report", "cron": "* * * * * *"})
     assert answer.status_code == 201, answer.text
 

@@ -26,6 +26,7 @@ from ongrid_skills.skills.model import Skill
 from ongrid_skills.store import Store, open_store
 from tests.support.leaks import files_holding
 from tests.support.skills import load, write_skill
+from tests.support.store import migrated_data_dir
 
 SECRET = "ghp_secret-value-0123456789"
 SLOT = {
@@ -41,6 +42,7 @@ SLOT = {
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[Store]:
+    migrated_data_dir(str(tmp_path / "data"))
     opened = open_store(str(tmp_path / "data"))
     yield opened
     opened.close()

@@ -77,7 +77,7 @@ def test_a_call_running_on_one_replica_is_followed_from_the_other_with_the_same_
     replicas: ReplicaSet, make_skill: MakeSkill
 ) -> None:
     folder = make_skill("talk", TALK)
-    a, b = replicas.start("a"), replicas.start("b")
+    a, b = replicas.start_all("a", "b")
     started = a.call("POST", "/v1/skills/talk/execute", "olga", json={"wait": False})
     assert started.status_code == 202, started.text
     execution_id = started.json()["id"]
@@ -141,8 +141,7 @@ def test_a_line_reaches_a_client_of_the_other_replica_long_before_the_flush_and_
 ) -> None:
     folder = make_skill("talk", TALK)
     # Events reach the store 5 s after the first of each batch: reading the store cannot help.
-    a = replicas.start("a", ONGRID_EVENT_FLUSH_MS="5000")
-    b = replicas.start("b", ONGRID_EVENT_FLUSH_MS="5000")
+    a, b = replicas.start_all("a", "b", ONGRID_EVENT_FLUSH_MS="5000")
     wait_for(lambda: listeners(replicas.url) == 2, "both replicas to listen for notices")
     started = a.call("POST", "/v1/skills/talk/execute", "olga", json={"wait": False})
     execution_id = started.json()["id"]
@@ -166,7 +165,7 @@ def test_a_replica_whose_listener_is_cut_polls_and_listens_again(
     replicas: ReplicaSet, make_skill: MakeSkill
 ) -> None:
     folder = make_skill("talk", TALK)
-    a, b = replicas.start("a"), replicas.start("b")
+    a, b = replicas.start_all("a", "b")
     wait_for(lambda: listeners(replicas.url) == 2, "both replicas to listen for notices")
     started = a.call("POST", "/v1/skills/talk/execute", "olga", json={"wait": False})
     execution_id = started.json()["id"]
@@ -191,8 +190,7 @@ def test_a_call_followed_while_it_awaits_approval_streams_live_once_another_repl
     replicas: ReplicaSet, make_skill: MakeSkill
 ) -> None:
     folder = make_skill("talk", TALK, **{"class": "mutating"})
-    a = replicas.start("a", ONGRID_EVENT_FLUSH_MS="5000")
-    b = replicas.start("b", ONGRID_EVENT_FLUSH_MS="5000")
+    a, b = replicas.start_all("a", "b", ONGRID_EVENT_FLUSH_MS="5000")
     wait_for(lambda: listeners(replicas.url) == 2, "both replicas to listen for notices")
     asked = a.call("POST", "/v1/skills/talk/execute", "olga", json={"args": {}})
     assert asked.status_code == 202, asked.text

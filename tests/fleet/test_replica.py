@@ -41,7 +41,7 @@ def test_a_replica_killed_mid_call_has_only_its_calls_interrupted_once_its_lease
 ) -> None:
     folder_a = make_skill("hold_a", HOLD)
     folder_b = make_skill("hold_b", HOLD)
-    a, b = replicas.start("a"), replicas.start("b")
+    a, b = replicas.start_all("a", "b")
     with released(folder_a), released(folder_b):
         on_a = start_held(a, "hold_a", folder_a)
         on_b = start_held(b, "hold_b", folder_b)
@@ -89,7 +89,7 @@ def test_both_replicas_writing_at_once_keep_one_valid_audit_chain(
     replicas: ReplicaSet, make_skill: MakeSkill
 ) -> None:
     make_skill("peek", ECHO)
-    a, b = replicas.start("a"), replicas.start("b")
+    a, b = replicas.start_all("a", "b")
     barrier = threading.Barrier(4)
     failures: list[str] = []
 
@@ -140,7 +140,7 @@ def test_a_waiting_agent_run_of_a_dead_replica_resumes_on_exactly_one_other(
         return found
 
     wait_for(lambda: run_on(a)["status"] == "waiting_approval", "the run to wait")
-    b, c = replicas.start("b"), replicas.start("c")
+    b, c = replicas.start_all("b", "c")
     a.kill()
     survivors = live_leases(replicas, b, c)
 

@@ -28,7 +28,7 @@ def test_an_edit_through_one_replica_is_served_by_the_other(
     replicas: ReplicaSet, make_skill: MakeSkill
 ) -> None:
     make_skill("disk_clean", "#!/bin/sh\ncat >/dev/null\necho '{}'\n", **{"class": "mutating"})
-    first, second = replicas.start("a"), replicas.start("b")
+    first, second = replicas.start_all("a", "b")
     assert mode_on(second) is None  # looked once: nothing stored yet
     assert first.call("POST", "/v1/personas", json=NIGHT).status_code == 201
     wait_for(lambda: mode_on(second) == "read-only", "replica b to serve the new persona", 10)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from ongrid_skills.skills.registry import Registry
-from tests.support.fleet import Fleet, host_skill
+from tests.support.fleet import ANNOUNCED, Fleet, host_skill
 from tests.support.processes import alive, read_pid
 from tests.support.server import Server, running_app
 from tests.support.waiting import wait_for
@@ -49,8 +49,9 @@ def run(server: Server, name: str, args: dict[str, Any], who: str = "olga", **bo
 def test_a_call_goes_to_the_host_it_names_on_two_worker_processes(
     fleet: Fleet, worker_skills: Path, manager: Server
 ) -> None:
-    fleet.worker("alpha", worker_skills, WORKER_TAG="A")
+    alpha = fleet.worker("alpha", worker_skills, wait=False, WORKER_TAG="A")  # side by side
     fleet.worker("beta", worker_skills, WORKER_TAG="B")
+    alpha.wait_line(ANNOUNCED)
     wait_for(lambda: offered_hosts(manager, "where_am_i") == ["alpha", "beta"], "both hosts")
     listed = manager.call("GET", "/v1/skills", "vera").json()
     assert [s["name"] for s in listed["items"]] == ["where_am_i"]  # offered once
@@ -174,8 +175,9 @@ def test_an_approval_binds_the_host_and_runs_there_once_signed(
     skills = tmp_path / "mutating-skills"
     host_skill(skills, "touch_mark", f"touch {marks}/$WORKER_TAG\necho '{{}}'",
                env_allow=["WORKER_TAG"], **{"class": "mutating"})  # fmt: skip
-    fleet.worker("alpha", skills, WORKER_TAG="A")
+    alpha = fleet.worker("alpha", skills, wait=False, WORKER_TAG="A")  # side by side
     fleet.worker("beta", skills, WORKER_TAG="B")
+    alpha.wait_line(ANNOUNCED)
     wait_for(lambda: offered_hosts(manager, "touch_mark") == ["alpha", "beta"], "both hosts")
     pending = run(manager, "touch_mark", {"host": "beta"})
     assert pending["status"] == "pending_approval"
@@ -202,8 +204,9 @@ def test_metrics_per_host_count_calls_by_status_time_them_and_follow_the_online_
     skills = tmp_path / "metric-skills"
     host_skill(skills, "say_ok", "echo '{\"ok\": true}'")
     host_skill(skills, "break_down", "echo 'no' >&2\nexit 3")
-    fleet.worker("alpha", skills)
+    alpha = fleet.worker("alpha", skills, wait=False)  # side by side
     beta = fleet.worker("beta", skills)
+    alpha.wait_line(ANNOUNCED)
     wait_for(lambda: offered_hosts(manager, "say_ok") == ["alpha", "beta"], "both hosts")
     for name in ("say_ok", "say_ok", "break_down"):
         run(manager, name, {"host": "alpha"})

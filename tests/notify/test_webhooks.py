@@ -31,6 +31,7 @@ from tests.support.processes import CLI
 from tests.support.server import Server, make_settings
 from tests.support.skills import MakeSkill
 from tests.support.sockets import free_port
+from tests.support.store import migrated_data_dir
 from tests.support.waiting import until, wait_for
 from tests.support.webhooks import HANG, SECRET, Answer, Receiver, receiving
 
@@ -63,6 +64,7 @@ def settings_for(tmp_path: Path, skills_root: Path) -> Any:
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[Store]:
+    migrated_data_dir(str(tmp_path / "data"))
     opened = open_store(str(tmp_path / "data"))
     yield opened
     opened.close()

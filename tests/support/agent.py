@@ -21,6 +21,7 @@ from ongrid_skills.settings import Settings
 from ongrid_skills.types import Role
 from tests.support.llm import API_KEY, MODEL, FakeLLM, llm_settings
 from tests.support.server import make_settings
+from tests.support.store import migrated_data_dir
 
 OLGA = Principal("olga", Role.OPERATOR)
 OSCAR = Principal("oscar", Role.OPERATOR)
@@ -71,6 +72,8 @@ def run_agent(
 ) -> Outcome:
     """One run to its end, in-process, on a real manager and store; ``during`` runs beside it;
     ``confirm`` is the inline confirmation of a human at the terminal (as ``chat`` on a tty)."""
+
+    migrated_data_dir(settings.data_dir, settings.database_url)
 
     async def main() -> Outcome:
         async with open_manager(settings, loader_sink=lambda _line: None) as manager:

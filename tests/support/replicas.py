@@ -21,7 +21,15 @@ import pytest
 
 from ongrid_skills.execution.records import Status
 from ongrid_skills.store import Store, open_store
-from tests.support.server import ROLES, ServeProcess, start_serve, stop
+from tests.support.server import (
+    ROLES,
+    Launched,
+    ServeProcess,
+    answering,
+    launch_serve,
+    stop,
+    stop_all,
+)
 from tests.support.waiting import wait_for
 
 #: Seconds a replica's lease lasts without a heartbeat, in these tests (default: 30).
@@ -73,6 +81,12 @@ class ReplicaSet:
     started: list[Replica] = field(default_factory=list)
 
     def start(self, name: str, **env: str) -> Replica:
+        (replica,) = self.start_all(name, **env)
+        return replica
+
+    def start_all(self, *names: str, **env: str) -> list[Replica]:
+        """Start a replica per name, side by side (each pays its interpreter's start-up at
+        the same time), and return them once each answers."""
         environ = {
             "ONGRID_DATABASE_URL": self.url,
             "ONGRID_AUDIT_KEY_FILE": str(self.key),
@@ -81,9 +95,19 @@ class ReplicaSet:
             **self.env,
             **env,
         }
-        replica = Replica(name, start_serve(self.root / name, environ), self.tokens)
-        self.started.append(replica)
-        return replica
+        launched: list[Launched] = [launch_serve(self.root / name, environ) for name in names]
+        ready: list[Replica] = []
+        try:
+            for name, process in zip(names, launched, strict=True):
+                ready.append(Replica(name, answering(process), self.tokens))
+        finally:
+            self.started += ready
+            for process in launched[len(ready) :]:  # one did not come up: the rest go too
+                process.proc.kill()
+                process.proc.wait()
+                if process.proc.stdout is not None:
+                    process.proc.stdout.close()
+        return ready
 
     def store(self) -> closing[Store]:
         """The shared store, opened in the test process (closed by the ``with``)."""
@@ -105,5 +129,4 @@ def replicas(tmp_path: Path, skills_root: Path, pg_url: str) -> Iterator[Replica
     try:
         yield fleet
     finally:
-        for replica in fleet.started:
-            stop(replica.serve)
+        stop_all([replica.serve for replica in fleet.started])

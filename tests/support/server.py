@@ -31,6 +31,7 @@ from ongrid_skills.store import Store, open_store
 from ongrid_skills.types import Role
 from tests.support.processes import CLI
 from tests.support.sockets import free_port
+from tests.support.store import migrated_data_dir
 from tests.support.waiting import wait_for
 
 ROLES = {
@@ -89,6 +90,7 @@ def make_settings(tmp_path: Path, skills_root: Path, **overrides: Any) -> Settin
 @contextmanager
 def running_app(settings: Settings, **app_kw: Any) -> Iterator[Server]:
     """The composed app (REST + MCP) on a fresh store with one token per name of ROLES."""
+    migrated_data_dir(settings.data_dir, settings.database_url)
     store = open_store(
         settings.data_dir,
         settings.database_url,
@@ -146,11 +148,18 @@ class ServeProcess:
     lines: list[str] = field(default_factory=list)
 
 
-def start_serve(
-    data_dir: Path, env: dict[str, str], *, startup_lines: int = 1, timeout: float = 30
-) -> ServeProcess:
-    """Start `ongrid-skills serve` on a free port, read its first ``startup_lines`` lines
-    ("serving on …", and the admin token on a fresh data dir), wait until /v1/health answers."""
+@dataclass
+class Launched:
+    """A `serve` process started, not yet known to answer (see :func:`launch_serve`)."""
+
+    proc: subprocess.Popen[str]
+    url: str
+    data_dir: Path
+
+
+def launch_serve(data_dir: Path, env: dict[str, str]) -> Launched:
+    """Start `ongrid-skills serve` on a free port without waiting for it: several processes
+    launched before :func:`answering` is awaited on each start side by side."""
     port = free_port()
     environ = {
         "PATH": os.environ["PATH"],
@@ -165,12 +174,18 @@ def start_serve(
         text=True,
         env=environ,
     )
-    url = f"http://127.0.0.1:{port}"
+    return Launched(proc, f"http://127.0.0.1:{port}", data_dir)
+
+
+def answering(launched: Launched, *, startup_lines: int = 1, timeout: float = 30) -> ServeProcess:
+    """Read the first ``startup_lines`` lines a launched `serve` prints ("serving on …", and
+    the admin token on a fresh data dir), then wait until /v1/health answers."""
+    proc, url = launched.proc, launched.url
     assert proc.stdout is not None
     lines = [proc.stdout.readline() for _ in range(startup_lines)]
     assert "serving on" in lines[0], lines
 
-    def answering() -> bool:
+    def health() -> bool:
         if proc.poll() is not None:
             raise AssertionError(f"serve exited with {proc.returncode}: {lines}")
         try:
@@ -178,20 +193,39 @@ def start_serve(
         except httpx.HTTPError:
             return False
 
-    wait_for(answering, "serve to answer /v1/health", timeout)
-    return ServeProcess(proc, url, data_dir, lines)
+    wait_for(health, "serve to answer /v1/health", timeout)
+    return ServeProcess(proc, url, launched.data_dir, lines)
+
+
+def start_serve(
+    data_dir: Path, env: dict[str, str], *, startup_lines: int = 1, timeout: float = 30
+) -> ServeProcess:
+    """Start `ongrid-skills serve` on a free port, read its first ``startup_lines`` lines
+    ("serving on …", and the admin token on a fresh data dir), wait until /v1/health answers."""
+    return answering(launch_serve(data_dir, env), startup_lines=startup_lines, timeout=timeout)
 
 
 def stop(process: ServeProcess, sig: int = signal.SIGTERM) -> str:
     """Signal the process, wait for it (killing it after 15 s), and return what it printed
     after its start-up lines."""
-    if process.proc.poll() is None:
-        process.proc.send_signal(sig)
-        try:
-            process.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.proc.kill()
-            process.proc.wait()
+    (said,) = stop_all([process], sig)
+    return said
+
+
+def stop_all(processes: list[ServeProcess], sig: int = signal.SIGTERM) -> list[str]:
+    """:func:`stop` for several processes, signalled all at once (so they stop side by side)."""
+    for process in processes:
+        if process.proc.poll() is None:
+            process.proc.send_signal(sig)
+    return [_ended(process) for process in processes]
+
+
+def _ended(process: ServeProcess) -> str:
+    try:
+        process.proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        process.proc.kill()
+        process.proc.wait()
     if process.proc.stdout is None or process.proc.stdout.closed:  # stopped before
         return ""
     rest = process.proc.stdout.read()

@@ -223,7 +223,7 @@ def test_a_token_revoked_on_a_shared_database_ends_its_streams_on_every_replica(
 ) -> None:
     """Replicas on one PostgreSQL database: the token is revoked in the database (as
     ``token revoke`` or another replica does it), and both replicas' streams end."""
-    alpha, beta = replicas.start("alpha"), replicas.start("beta")
+    alpha, beta = replicas.start_all("alpha", "beta")
     with replicas.store() as store:
         token, info = store.tokens.create("rita-replicas", Role.VIEWER)
     watches = []

@@ -10,6 +10,7 @@ like the Python API, or through a server's REST API (:mod:`ongrid_skills.doors.c
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import shlex
@@ -291,8 +292,17 @@ cli_automation.register(cli)
 
 
 def main(argv: list[str] | None = None) -> Any:
-    """The ``ongrid-skills`` console script (``argv`` defaults to the process's arguments)."""
-    return cli.main(args=argv, prog_name="ongrid-skills")
+    """The ``ongrid-skills`` console script (``argv`` defaults to the process's arguments).
+
+    Once the command is done, what is left on the heap (the modules, a server's app) is frozen
+    (``gc.freeze``): the interpreter's exit then frees it without the collector's last passes
+    over it, which took 0.3 s for ``serve`` on an idle machine, and seconds on a loaded one,
+    between "stopped" and the process's end (a supervisor restarting it waited that long).
+    """
+    try:
+        return cli.main(args=argv, prog_name="ongrid-skills")
+    finally:
+        gc.freeze()
 
 
 if __name__ == "__main__":  # pragma: no cover

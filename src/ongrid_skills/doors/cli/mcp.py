@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import click
 
 from ongrid_skills.doors.cli.eventloop import run_until_done
+from ongrid_skills.doors.cli.startup import starting
 from ongrid_skills.errors import SkillError
 from ongrid_skills.governance.principal import Principal, local_user
 from ongrid_skills.settings import Settings
@@ -64,8 +65,9 @@ def mcp_command(ctx: click.Context, persona: str | None, watch: bool) -> None:
 
 
 async def _serve(settings: Settings, persona: str | None, watch: bool, sink: LogSink) -> None:
-    from ongrid_skills.doors.mcp import serve_stdio  # noqa: PLC0415 - the MCP SDK is slow to import
-    from ongrid_skills.runtime import open_manager, reload_triggers  # noqa: PLC0415
+    with starting():  # see doors.cli.startup
+        from ongrid_skills.doors.mcp import serve_stdio  # noqa: PLC0415 - the MCP SDK is slow
+        from ongrid_skills.runtime import open_manager, reload_triggers  # noqa: PLC0415
 
     async with (
         open_manager(settings, loader_sink=sink, guest=True) as manager,

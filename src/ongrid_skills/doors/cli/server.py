@@ -16,6 +16,7 @@ import click
 
 from ongrid_skills.doors.cli import eventloop, output, remote_commands
 from ongrid_skills.doors.cli.remote import fail as _fail
+from ongrid_skills.doors.cli.startup import starting
 from ongrid_skills.errors import SkillError
 from ongrid_skills.execution.records import iso
 from ongrid_skills.governance.principal import local_user
@@ -56,15 +57,16 @@ def register(cli: click.Group) -> None:
 @click.pass_context
 def serve(ctx: click.Context, host: str, port: int, watch: bool, access_log: bool) -> None:
     """Serve the REST API, MCP over streamable HTTP (at /mcp) and the web console (at /)."""
-    import uvicorn  # noqa: PLC0415 - lazy: see above
+    with starting():  # the server stack's imports, then the app: see doors.cli.startup
+        import uvicorn  # noqa: PLC0415 - lazy: see above
 
-    from ongrid_skills.doors.asgi import create_app  # noqa: PLC0415
-    from ongrid_skills.doors.cli.serving import (  # noqa: PLC0415
-        BoundedHttpTools,
-        GracefulServer,
-        proxy_options,
-    )
-    from ongrid_skills.runtime import bootstrap_admin_token  # noqa: PLC0415
+        from ongrid_skills.doors.asgi import create_app  # noqa: PLC0415
+        from ongrid_skills.doors.cli.serving import (  # noqa: PLC0415
+            BoundedHttpTools,
+            GracefulServer,
+            proxy_options,
+        )
+        from ongrid_skills.runtime import bootstrap_admin_token  # noqa: PLC0415
 
     settings = ctx.obj.settings()
     loop = eventloop.chosen()  # a bad ONGRID_EVENT_LOOP stops us before anything is bound or made
@@ -82,7 +84,8 @@ def serve(ctx: click.Context, host: str, port: int, watch: bool, access_log: boo
     if first:
         _announce_first_token(*first, settings.data_dir, url)
     sys.stdout.flush()
-    app = create_app(settings, store=store, loader_sink=ctx.obj.loader_line, watch=watch)
+    with starting():
+        app = create_app(settings, store=store, loader_sink=ctx.obj.loader_line, watch=watch)
     config = uvicorn.Config(
         app,
         log_level="warning",

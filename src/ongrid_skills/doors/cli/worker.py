@@ -26,6 +26,7 @@ import click
 
 from ongrid_skills.doors.cli.eventloop import run_until_done
 from ongrid_skills.doors.cli.remote import Remote, remote_options
+from ongrid_skills.doors.cli.startup import starting
 from ongrid_skills.errors import SkillError
 
 
@@ -109,16 +110,17 @@ def _worker_key(settings: Any) -> Any:
 async def _work(
     settings: Any, host: str, labels: dict[str, str], trusted: Any, key: Any, sink: Any
 ) -> None:
-    from ongrid_skills.execution.confine import SandboxPolicy  # noqa: PLC0415
-    from ongrid_skills.execution.runner import SubprocessRunner  # noqa: PLC0415
-    from ongrid_skills.execution.supervision import (  # noqa: PLC0415
-        groups_dir_of,
-        kill_left_behind,
-    )
-    from ongrid_skills.fleet.nonces import Ledger  # noqa: PLC0415
-    from ongrid_skills.fleet.worker import Worker  # noqa: PLC0415
-    from ongrid_skills.runtime import registry_builder  # noqa: PLC0415
-    from ongrid_skills.skills.registry import RegistryHolder  # noqa: PLC0415
+    with starting():  # see doors.cli.startup
+        from ongrid_skills.execution.confine import SandboxPolicy  # noqa: PLC0415
+        from ongrid_skills.execution.runner import SubprocessRunner  # noqa: PLC0415
+        from ongrid_skills.execution.supervision import (  # noqa: PLC0415
+            groups_dir_of,
+            kill_left_behind,
+        )
+        from ongrid_skills.fleet.nonces import Ledger  # noqa: PLC0415
+        from ongrid_skills.fleet.worker import Worker  # noqa: PLC0415
+        from ongrid_skills.runtime import registry_builder  # noqa: PLC0415
+        from ongrid_skills.skills.registry import RegistryHolder  # noqa: PLC0415
 
     groups = groups_dir_of(settings.data_dir)
     await asyncio.to_thread(kill_left_behind, groups)  # a previous worker's calls, if it died
