@@ -33,6 +33,9 @@ import bench_runner
 import bench_sandbox
 from _common import BENCH_DIR, SkipBench, code_version, eprint, load_average, machine_line
 
+#: Following a call from another replica must not raise the rows written per call; each
+#: replica's lease heartbeats (a row each, on their own clock) land in either half of the run.
+ROWS_TOLERANCE = 1.05
 START_MARK = "<!-- figures:start -->"
 END_MARK = "<!-- figures:end -->"
 
@@ -259,8 +262,9 @@ def replica_rows(r: dict[str, Any]) -> list[str]:
         f" | on the replica running the call {r['here_p50_ms']:,.0f} ms | —"
         f" | ≤ {bench_replicas.TARGET_MS:.0f} ms | {_v(r['ok'])} |",
         f"| … the store's rows written per call, followed on the running replica only / also on"
-        f" another | {both[1]:.1f} | {alone[1]:.1f} | — | no more rows | "
-        f"{_v(both[1] <= alone[1])} |",
+        f" another | {both[1]:.1f} | {alone[1]:.1f} | {both[1] / alone[1]:.2f}×"
+        f" | no more rows (≤ 1.05×: lease heartbeats land in either half) | "
+        f"{_v(both[1] <= alone[1] * ROWS_TOLERANCE)} |",
     ]
 
 
@@ -299,7 +303,7 @@ def missed_bars(results: dict[str, Any]) -> list[str]:
         if not replicas["ok"]:
             missed.append("replicas: events on another replica")
         store = replicas["store"]
-        if store["followed on A and B"][1] > store["followed on A only"][1]:
+        if store["followed on A and B"][1] > store["followed on A only"][1] * ROWS_TOLERANCE:
             missed.append("replicas: following from another replica writes more rows")
     cli = results.get("cli")
     if isinstance(cli, dict):
