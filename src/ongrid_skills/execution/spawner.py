@@ -281,36 +281,12 @@ class HelperSpawner:
         blob = b"".join([_env_entry(name, value) for name, value in env.items()]) if env else b""
         out = (ctypes.c_long * 7)()
         flags = (CHECK_ENTRY if check else 0) | (WATCH_PIDFD if quiet else 0)
+        given = (raw_path, raw_cwd, blob, len(env), payload, len(payload), epoll_fd, flags)
         if conf is None:
-            err = self._spawn(
-                raw_path,
-                raw_cwd,
-                blob,
-                len(env),
-                payload,
-                len(payload),
-                epoll_fd,
-                flags,
-                timer,
-                quiet_ns,
-                out,
-            )
+            err = self._spawn(*given, timer, quiet_ns, out)
         else:
             words = (ctypes.c_long * len(conf))(*conf)
-            err = self._confined(
-                raw_path,
-                raw_cwd,
-                blob,
-                len(env),
-                payload,
-                len(payload),
-                epoll_fd,
-                flags,
-                timer,
-                quiet_ns,
-                out,
-                words,
-            )
+            err = self._confined(*given, timer, quiet_ns, out, words)
         if err:
             if err < 0:
                 raise EntryUnverified(path)
