@@ -20,9 +20,9 @@ from ongrid_skills.fleet import bus
 from ongrid_skills.fleet.inventory import definition_hash
 from ongrid_skills.fleet.signing import Call, manager_key, new_nonce, sign
 from ongrid_skills.fleet.wire import BATCH_BYTES, PART_CHARS, Sender, decode
-from tests.support.fleet import Fleet, Spy, WorkerProcess, host_skill, publish
+from tests.support.fleet import Fleet, Spy, WorkerProcess, host_skill, publish, serving_manager
 from tests.support.nats import NatsServer
-from tests.support.server import Server, running_app
+from tests.support.server import Server
 from tests.support.skills import load
 from tests.support.waiting import wait_for
 
@@ -44,13 +44,8 @@ def alpha(fleet: Fleet, skills: Path) -> WorkerProcess:
 
 @pytest.fixture
 def manager(fleet: Fleet, skills_root: Path, alpha: WorkerProcess) -> Iterator[Server]:
-    with running_app(fleet.manager_settings(skills_root)) as server:
-        wait_for(lambda: "say_hi" in _names(server), "the host skill to be offered")
+    with serving_manager(fleet, skills_root, "say_hi") as server:
         yield server
-
-
-def _names(server: Server) -> list[str]:
-    return [s["name"] for s in server.call("GET", "/v1/skills", "vera").json()["items"]]
 
 
 def publications(spy: Spy, call_id: str) -> list[list[dict[str, Any]]]:

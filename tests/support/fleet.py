@@ -40,7 +40,7 @@ from ongrid_skills.fleet.signing import manager_key
 from ongrid_skills.settings import Settings
 from tests.support.nats import NatsServer, running_nats
 from tests.support.processes import CLI
-from tests.support.server import make_settings
+from tests.support.server import Server, make_settings, running_app
 from tests.support.skills import write_skill
 from tests.support.waiting import wait_for
 
@@ -179,6 +179,19 @@ class Fleet:
             "fleet_worker_keys": str(self.worker_keys),
         }
         return make_settings(self.root, skills_root, **{**fields, **overrides})
+
+
+def offered_names(server: Server) -> list[str]:
+    """The names of the skills ``server`` offers (as the viewer ``vera``)."""
+    return [s["name"] for s in server.call("GET", "/v1/skills", "vera").json()["items"]]
+
+
+@contextmanager
+def serving_manager(fleet: Fleet, skills_root: Path, host_skill: str) -> Iterator[Server]:
+    """The fleet's manager served, once it offers the workers' ``host_skill``."""
+    with running_app(fleet.manager_settings(skills_root)) as server:
+        wait_for(lambda: host_skill in offered_names(server), "the host skill to be offered")
+        yield server
 
 
 @pytest.fixture
