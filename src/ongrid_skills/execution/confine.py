@@ -227,29 +227,28 @@ class SandboxPolicy:
         attr, fs_rights = landlock.handled(spec.network, version)
         temp_dir = self._temp_dir()
         opened: list[int] = []
-        try:
-            # Under the lock until the ruleset is built: the shared descriptors stay open.
-            self._lock.acquire()
-            rules = list(self._shared(spec.profile, protected, fs_rights))
-            own = [(path, landlock.READ) for path in (folder, entry, *spec.read, *extra_read)]
-            if credentials_dir is not None:
-                own.append((credentials_dir, landlock.READ))
-            own += [(path, landlock.WRITE) for path in (*spec.write, temp_dir)]
-            for path, rights in own:
-                found = landlock.open_rule(path, rights, fs_rights)
-                if found is not None:
-                    opened.append(found[0])
-                    rules += found
-            ruleset = build(attr, rules)
-        except OSError as exc:
-            self.give_back(temp_dir)
-            raise SandboxUnavailable(
-                f"cannot build the Landlock ruleset: {exc.strerror or exc}"
-            ) from None
-        finally:
-            self._lock.release()
-            for fd in opened:
-                os.close(fd)
+        # Under the lock until the ruleset is built: the shared descriptors stay open.
+        with self._lock:
+            try:
+                rules = list(self._shared(spec.profile, protected, fs_rights))
+                own = [(path, landlock.READ) for path in (folder, entry, *spec.read, *extra_read)]
+                if credentials_dir is not None:
+                    own.append((credentials_dir, landlock.READ))
+                own += [(path, landlock.WRITE) for path in (*spec.write, temp_dir)]
+                for path, rights in own:
+                    found = landlock.open_rule(path, rights, fs_rights)
+                    if found is not None:
+                        opened.append(found[0])
+                        rules += found
+                ruleset = build(attr, rules)
+            except OSError as exc:
+                self.give_back(temp_dir)
+                raise SandboxUnavailable(
+                    f"cannot build the Landlock ruleset: {exc.strerror or exc}"
+                ) from None
+            finally:
+                for fd in opened:
+                    os.close(fd)
         conf = [ruleset, _NO_NEW_PRIVS, 0]
         limits = [
             (resource.RLIMIT_AS, self.memory_mb << 20),
